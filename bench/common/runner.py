@@ -1,0 +1,50 @@
+"""What every trainer does around its framework-specific loop: read the cell config, start the
+sampler, write result.json whether the run succeeds or fails."""
+import json
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+
+from .results import write_json
+from .sampler import Sampler
+
+
+def load_config(argv):
+    if len(argv) != 2:
+        sys.exit("usage: python -m bench.<framework>.train CELL_JSON")
+    with open(argv[1]) as handle:
+        config = json.load(handle)
+    config["rank"] = int(os.environ.get("RANK", config.get("rank", 0)))
+    config["world_size"] = int(os.environ.get("WORLD_SIZE", config.get("world_size", 1)))
+    return config
+
+
+def run(config, train, versions):
+    """Call train(config, sampler) -> dict and write result.json with provenance either way."""
+    out_dir = config["out_dir"]
+    total = config["epochs"] * config["steps_per_epoch"]
+    sampler = Sampler(out_dir, config["sample_interval"], config.get("interface"), total).start()
+    result = {"config": config, "versions": versions, "host": socket.gethostname(),
+              "python": platform.python_version(), "pid": os.getpid(),
+              "started": time.time(), "status": "running"}
+    try:
+        result.update(train(config, sampler))
+        result["status"] = "succeeded"
+    except BaseException as exc:  # also KeyboardInterrupt / SystemExit: record, then re-raise
+        result["status"] = "failed"
+        result["error"] = "%s: %s" % (type(exc).__name__, exc)
+        result["traceback"] = traceback.format_exc()
+        raise
+    finally:
+        result["ended"] = time.time()
+        sampler.stop(result["status"])
+        result["peak_rss_mb"] = sampler.peak_rss_mb
+        write_json(os.path.join(out_dir, "result.json"), result)
+    return result
+
+
+def log(config, message):
+    print("[%s rank %d] %s" % (config.get("node", "?"), config["rank"], message), flush=True)

@@ -1,0 +1,32 @@
+"""The shard through PyTorch's own pipeline: a map-style Dataset and a DataLoader (no cache:
+each image is converted and normalised again every epoch, as the paper describes)."""
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from bench.common.cifar import normalise, read_shard
+
+
+class ShardDataset(Dataset):
+    def __init__(self, path, label_bytes):
+        self.labels, self.images = read_shard(path, label_bytes)
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, index):
+        return torch.from_numpy(normalise(self.images[index])), int(self.labels[index])
+
+
+def loader(config):
+    dataset = ShardDataset(config["shard"], config["label_bytes"])
+    needed = config["steps_per_epoch"] * config["local_batch"]
+    if len(dataset) < needed:
+        raise ValueError("shard %s has %d images; %d steps of %d need %d"
+                         % (config["shard"], len(dataset), config["steps_per_epoch"],
+                            config["local_batch"], needed))
+    workers = config["loader_workers"]
+    generator = torch.Generator()
+    generator.manual_seed(config["seed"] + config["rank"])
+    return DataLoader(dataset, batch_size=config["local_batch"], shuffle=True, drop_last=True,
+                      num_workers=workers, persistent_workers=workers > 0,
+                      generator=generator)

@@ -1,0 +1,1 @@
+"""Controller library: everything that runs where the user types `invoke ...`."""

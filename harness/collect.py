@@ -1,0 +1,180 @@
+"""Fetch what the nodes wrote, and describe the run: manifest.json and records.jsonl."""
+import csv
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .errors import UserError
+from .paths import REPO
+
+RESULTS_FORMAT = 1  # bump when the layout of results/<run-id>/ changes incompatibly
+PHASES = ("step", "loading", "forward", "backward", "communication",
+          "forward_wall", "backward_wall", "update_wall")
+
+
+# --- runs -----------------------------------------------------------------------------------
+
+def new_run_id():
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+def run_dir(results, run_id=None):
+    """results/<run-id>; without an id, the newest run that has a manifest."""
+    root = Path(results)
+    if run_id:
+        path = root / run_id
+        if not (path / "manifest.json").is_file():
+            raise UserError("no run %r in %s" % (run_id, root),
+                            "list runs with `ls %s`, or omit --run for the latest" % root)
+        return path
+    runs = sorted(p for p in root.glob("*/manifest.json")) if root.is_dir() else []
+    if not runs:
+        raise UserError("no runs in %s" % root, "run `invoke bench` first")
+    return runs[-1].parent
+
+
+def read_json(path, default=None):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def write_json(path, data):
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
+    tmp.replace(path)
+
+
+# --- manifest -------------------------------------------------------------------------------
+
+def git_state():
+    def git(*args):
+        out = subprocess.run(["git", *args], cwd=str(REPO), capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else None
+    return {"commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def start_manifest(path, inv, stack, profile, cells, options):
+    write_json(path / "manifest.json", {
+        "results_format": RESULTS_FORMAT,
+        "run_id": path.name,
+        "command": " ".join(shlex.quote(a) for a in sys.argv),
+        "options": options,
+        "git": git_state(),
+        "inventory": {"name": inv.name, "path": str(inv.path),
+                      "hosts": [h.public() for h in inv.hosts]},
+        "stack": {"name": stack.name, "python": stack.python,
+                  "declared": {f: e.packages for f, e in stack.envs.items()}},
+        "profile": profile,
+        "cells": [dict(c.settings, id=c.id, config_hash=c.config_hash) for c in cells],
+        "started": time.time(),
+    })
+
+
+def finish_manifest(path, nodes):
+    manifest = read_json(path / "manifest.json", {})
+    facts = {node.name: json.loads(node.read_text(node.path(node.host.workdir) + "/facts.json")
+                                   or "null") for node in nodes}
+    manifest["host_facts"] = facts
+    manifest["installed"] = {name: (f or {}).get("envs") for name, f in facts.items()}
+    manifest["ended"] = time.time()
+    write_json(path / "manifest.json", manifest)
+    return manifest
+
+
+def check_format(path):
+    found = read_json(path / "manifest.json", {}).get("results_format")
+    if found != RESULTS_FORMAT:
+        raise UserError("%s was written by results format %s; this version reads %d"
+                        % (path, found, RESULTS_FORMAT),
+                        "analyse it with the version that wrote it (manifest.json names the "
+                        "git commit), or start a new run")
+
+
+# --- fetching -------------------------------------------------------------------------------
+
+def fetch_cell(path, status, nodes):
+    """Copy every file each process wrote into results/<run>/<cell>/<node>/<role>-<rank>/."""
+    by_name = {node.name: node for node in nodes}
+    fetched = 0
+    for proc in status.get("processes", []):
+        node = by_name[proc["node"]]
+        local = path / status["cell_id"] / proc["node"] / ("%s-%d" % (proc["role"], proc["rank"]))
+        local.mkdir(parents=True, exist_ok=True)
+        listing = node.run("find %s -maxdepth 1 -type f ! -name '*.tmp'"
+                           % shlex.quote(proc["out_dir"]), check=False).stdout.split()
+        for remote in listing:
+            node.get(remote, str(local / Path(remote).name))
+            fetched += 1
+    return fetched
+
+
+# --- records --------------------------------------------------------------------------------
+
+def build_records(path):
+    """One flat record per measured value, failed cells included (metric `status`)."""
+    manifest = read_json(path / "manifest.json", {})
+    records = []
+    for cell in manifest.get("cells", []):
+        status = read_json(path / cell["id"] / "status.json", {"status": "pending"})
+        base = _base(manifest, cell)
+        records.append(dict(base, node=None, role=None, rank=None, metric="status",
+                            value=1.0 if status["status"] == "succeeded" else 0.0, unit="ok",
+                            status=status["status"], reason=status.get("reason", "")))
+        for result_file in sorted((path / cell["id"]).glob("*/*/result.json")):
+            records.extend(_process_records(base, result_file))
+    out = path / "records.jsonl"
+    tmp = out.with_name("records.jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    tmp.replace(out)
+    return records
+
+
+def _base(manifest, cell):
+    keys = ("benchmark", "network", "dataset", "system", "framework", "mode", "repeat",
+            "config_hash", "nodes", "local_batch", "epochs", "steps_per_epoch", "data")
+    base = {k: cell.get(k) for k in keys}
+    base.update(run_id=manifest.get("run_id"), cell_id=cell["id"],
+                stack=manifest.get("stack", {}).get("name"))
+    return base
+
+
+def _process_records(base, result_file):
+    result = read_json(result_file)
+    if not result:
+        return []
+    config = result.get("config", {})
+    rec = dict(base, node=config.get("node"), role=config.get("role"), rank=config.get("rank"),
+               versions=result.get("versions"), status=result.get("status"))
+    summary = result.get("summary") or {}
+    out = [dict(rec, metric=phase, value=summary[phase], unit="s/step")
+           for phase in PHASES if summary.get(phase) is not None]
+    for metric, unit in (("train_seconds", "s"), ("peak_rss_mb", "MB")):
+        if result.get(metric) is not None:
+            out.append(dict(rec, metric=metric, value=result[metric], unit=unit))
+    for metric in ("measured_steps", "warmup_steps"):
+        if metric in summary:
+            out.append(dict(rec, metric=metric, value=summary[metric], unit="steps"))
+    sent = _bytes_sent(result_file.parent / "memory.csv")
+    if sent is not None and summary.get("measured_steps"):
+        steps = summary["measured_steps"] + summary.get("warmup_steps", 0)
+        out.append(dict(rec, metric="net_bytes_sent_per_step", value=sent / steps, unit="B"))
+    return out
+
+
+def _bytes_sent(memory_csv):
+    """Bytes the node's cluster interface sent while training (first to last sample)."""
+    try:
+        with open(memory_csv) as handle:
+            rows = [r for r in csv.DictReader(handle) if r.get("phase") == "train"]
+    except OSError:
+        return None
+    if len(rows) < 2:
+        return None
+    return float(rows[-1]["net_bytes_sent"]) - float(rows[0]["net_bytes_sent"])

@@ -1,0 +1,134 @@
+"""The user's four words, each one call from tasks.py."""
+import json
+import time
+from pathlib import Path
+
+from . import collect, datasets, inventory, launch, matrix, nodes as nodes_mod, stacks
+from .errors import UserError
+
+
+def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
+          benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None):
+    inv = inventory.load(inventory_name)
+    stack = stacks.load(stack_name)
+    cells = matrix.plan(profile, len(inv.hosts), benchmarks=benchmarks, systems=systems,
+                        epochs=epochs, steps=steps, data=data)
+    nodes = nodes_mod.connect_all(inv)
+    run_id = run_id or collect.new_run_id()
+    if dry_run:
+        return _dry_run(cells, run_id, nodes, stack)
+    path = Path(results) / run_id
+    path.mkdir(parents=True, exist_ok=True)
+    collect.start_manifest(path, inv, stack, profile, cells,
+                           {"benchmarks": benchmarks, "systems": systems, "epochs": epochs,
+                            "steps": steps, "data": data, "timeout": timeout})
+    print("run %s: %d cell(s) -> %s" % (run_id, len(cells), path), flush=True)
+    for cell in cells:
+        _write_status(path, cell, {"status": "pending"})
+    outcomes = {}
+    try:
+        for index, cell in enumerate(cells, 1):
+            print("cell %d/%d" % (index, len(cells)), flush=True)
+            outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout)
+    finally:
+        collect.finish_manifest(path, nodes)
+        collect.build_records(path)
+        for node in nodes:
+            node.close()
+    failed = [cid for cid, s in outcomes.items() if s != "succeeded"]
+    print("run %s: %d succeeded, %d failed; results in %s"
+          % (run_id, len(outcomes) - len(failed), len(failed), path))
+    return {"run_id": run_id, "path": path, "outcomes": outcomes}
+
+
+def _shards(cell, nodes_count):
+    meta = datasets.prepare(cell.dataset, cell.data, nodes_count, progress=lambda m: None)
+    return json.loads((meta / "shards.json").read_text())
+
+
+def _run_one(path, run_id, cell, nodes, stack, timeout):
+    shards = _shards(cell, cell.nodes)
+    launch.check_ready(cell, nodes, stack, shards)
+    processes = launch.prepare(cell, run_id, nodes, stack, shards)
+    status = {"cell_id": cell.id, "settings": cell.settings, "status": "running"}
+    _write_status(path, cell, status)
+    try:
+        status.update(launch.run_cell(cell, processes, timeout or cell.default_timeout()))
+    finally:
+        status["fetched_files"] = collect.fetch_cell(path, status, nodes)
+        _write_status(path, cell, status)
+        _report(cell, status)
+    return status["status"]
+
+
+def _write_status(path, cell, status):
+    folder = path / cell.id
+    folder.mkdir(parents=True, exist_ok=True)
+    collect.write_json(folder / "status.json", dict(status, cell_id=cell.id,
+                                                    updated=time.time()))
+
+
+def _report(cell, status):
+    line = "  %s: %s in %.1f s" % (cell.id, status["status"], status.get("seconds", 0.0))
+    if status.get("reason"):
+        line += " (%s)" % status["reason"]
+    print(line, flush=True)
+    for label, tail in (status.get("log_tails") or {}).items():
+        if tail.strip():
+            print("  --- last lines of %s ---\n%s" % (label, tail))
+
+
+def _dry_run(cells, run_id, nodes, stack):
+    """Print the cells and each node's rendered script; touches no node."""
+    print("%d cell(s):" % len(cells))
+    for cell in cells:
+        print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s"
+              % (cell.id, cell.system, cell.nodes, cell.epochs, cell.steps_per_epoch,
+                 cell.local_batch, cell.data))
+    for cell in cells:
+        shards = {"id": datasets.dataset_id(cell.dataset, cell.data),
+                  "classes": datasets.spec(cell.dataset).classes,
+                  "label_bytes": datasets.spec(cell.dataset).label_bytes}
+        for proc in launch.prepare(cell, run_id, nodes, stack, shards,
+                                   resolve=lambda node, path: path):
+            print("\n# ---- %s: %s ----\n%s" % (cell.id, proc.label, proc.script), end="")
+    return {"run_id": run_id, "cells": cells}
+
+
+def collect_run(inventory_name, results, run_id=None):
+    path = collect.run_dir(results, run_id)
+    collect.check_format(path)
+    nodes = nodes_mod.connect_all(inventory.load(inventory_name))
+    fetched = 0
+    for status_file in sorted(path.glob("*/status.json")):
+        status = collect.read_json(status_file, {})
+        if status.get("processes"):
+            fetched += collect.fetch_cell(path, status, nodes)
+    collect.finish_manifest(path, nodes)
+    records = collect.build_records(path)
+    print("collected %s: %d files, %d records -> %s"
+          % (path.name, fetched, len(records), path / "records.jsonl"))
+    return path
+
+
+def analyze(results, run_id=None):
+    from analysis import report  # heavy imports (pandas, matplotlib) only when analysing
+
+    path = collect.run_dir(results, run_id)
+    collect.check_format(path)
+    if not (path / "records.jsonl").is_file():
+        raise UserError("%s has no records.jsonl" % path, "run `invoke collect` first")
+    return report.build(path)
+
+
+def check_positive(name, value):
+    """A command-line count: None, or a whole number >= 1."""
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise UserError("--%s must be a whole number >= 1 (got %r)" % (name, value))
+    return number

@@ -1,0 +1,202 @@
+"""Load and validate an Ansible-format YAML inventory of benchmark nodes.
+
+The harness reads the same file Ansible reads: hosts under `all.children.nodes.hosts`
+(or `all.hosts`), variables from `all.vars`, the group's `vars`, and `group_vars/*.yml`
+beside the file, with host variables winning, as in Ansible.
+"""
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import UserError
+from .paths import INVENTORIES
+
+CONNECTIONS = ("local", "ssh")
+HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
+INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+
+
+@dataclass
+class Host:
+    name: str
+    address: str  # the cluster-network address the frameworks use
+    connection: str
+    cluster_interface: str
+    vcpus: int
+    workdir: str
+    base_port: int
+    env_root: str
+    ssh_host: str = ""
+    ssh_port: int = 22
+    user: str = ""
+    key: str = ""
+    known_hosts: str = ""
+    vars: dict = field(default_factory=dict, repr=False)
+
+    def public(self):
+        """What may be written to results: no key paths, no ansible internals."""
+        return {
+            "name": self.name, "address": self.address, "connection": self.connection,
+            "cluster_interface": self.cluster_interface, "vcpus": self.vcpus,
+            "workdir": self.workdir, "base_port": self.base_port,
+        }
+
+
+@dataclass
+class Inventory:
+    name: str
+    path: Path
+    hosts: list
+
+    def host(self, name):
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise KeyError(name)
+
+
+def resolve(name_or_path):
+    """`local` -> inventory/local.yml; a path is taken as it is."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yml", ".yaml"):
+        path = INVENTORIES / (str(name_or_path) + ".yml")
+    if not path.is_file():
+        known = sorted(p.stem for p in INVENTORIES.glob("*.yml"))
+        raise UserError("inventory %r not found (looked for %s)" % (str(name_or_path), path),
+                        "use one of %s or give a path to an Ansible YAML inventory"
+                        % ", ".join(known))
+    return path
+
+
+def load(name_or_path):
+    path = resolve(name_or_path)
+    data = _read_yaml(path, "inventory")
+    if not isinstance(data, dict) or not isinstance(data.get("all"), dict):
+        raise UserError("inventory %s: top level must be a mapping with an `all:` group" % path,
+                        "see inventory/local.yml for the expected layout")
+    group_vars = _group_vars(path.parent)
+    raw_hosts = _raw_hosts(path, data["all"], group_vars)
+    if not raw_hosts:
+        raise UserError("inventory %s: no hosts under all.children.nodes.hosts or all.hosts" % path,
+                        "list the benchmark nodes under all.children.nodes.hosts")
+    hosts = [_host(path, name, values) for name, values in raw_hosts]
+    _check_cluster(path, hosts)
+    return Inventory(name=path.stem, path=path, hosts=hosts)
+
+
+def _read_yaml(path, what):
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise UserError("%s %s is not valid YAML: %s" % (what, path, exc),
+                        "fix the YAML syntax at the line named above")
+
+
+def _group_vars(folder):
+    found = {}
+    gv = folder / "group_vars"
+    for file in sorted(gv.glob("*.yml")) if gv.is_dir() else []:
+        values = _read_yaml(file, "group_vars file") or {}
+        if not isinstance(values, dict):
+            raise UserError("group_vars file %s must be a mapping" % file)
+        found[file.stem] = values
+    return found
+
+
+def _raw_hosts(path, all_group, group_vars):
+    """(name, merged vars) for each host, in file order."""
+    base = dict(group_vars.get("all", {}))
+    base.update(all_group.get("vars") or {})
+    hosts = []
+    for name, values in (all_group.get("hosts") or {}).items():
+        hosts.append((name, _merge(base, values)))
+    for group, body in (all_group.get("children") or {}).items():
+        body = body or {}
+        if not isinstance(body, dict):
+            raise UserError("inventory %s: group %r must be a mapping" % (path, group))
+        scope = _merge(_merge(base, group_vars.get(group, {})), body.get("vars"))
+        for name, values in (body.get("hosts") or {}).items():
+            hosts.append((name, _merge(scope, values)))
+    return hosts
+
+
+def _merge(base, extra):
+    merged = dict(base)
+    if extra is not None and not isinstance(extra, dict):
+        raise UserError("inventory: expected a mapping of variables, got %r" % (extra,))
+    merged.update(extra or {})
+    return merged
+
+
+def _host(path, name, v):
+    def fail(field_name, problem, fix):
+        raise UserError("inventory %s: host %s: field `%s` %s" % (path, name, field_name, problem),
+                        fix)
+
+    connection = v.get("ansible_connection", "ssh")
+    if connection not in CONNECTIONS:
+        fail("ansible_connection", "is %r" % connection, "use `local` or `ssh`")
+    for required in ("address", "cluster_interface", "vcpus", "workdir", "base_port", "env_root"):
+        if v.get(required) in (None, ""):
+            fail(required, "is missing", "add `%s:` to the host or its group vars" % required)
+    _check_address(v["address"], lambda p: fail("address", p, "give an IP address or host name"))
+    if not INTERFACE.match(str(v["cluster_interface"])):
+        fail("cluster_interface", "is %r, not an interface name" % v["cluster_interface"],
+             "give one interface name, e.g. eth1 or lo (see `ip -br addr` on the node)")
+    vcpus = _positive_int(v["vcpus"], lambda p: fail("vcpus", p, "give a whole number >= 1"))
+    port = _positive_int(v["base_port"], lambda p: fail("base_port", p, "give a port 1024-65000"))
+    if not 1024 <= port <= 65000:
+        fail("base_port", "is %d, outside 1024-65000" % port, "give a port 1024-65000")
+    for path_field in ("workdir", "env_root"):
+        if not str(v[path_field]).startswith(("/", "~/")):
+            fail(path_field, "is %r, not absolute" % v[path_field], "start it with / or ~/")
+    if connection == "ssh" and not v.get("ansible_user"):
+        fail("ansible_user", "is missing for an SSH host", "add `ansible_user:`")
+    return Host(
+        name=name, address=str(v["address"]), connection=connection,
+        cluster_interface=str(v["cluster_interface"]), vcpus=vcpus, workdir=str(v["workdir"]),
+        base_port=port, env_root=str(v["env_root"]),
+        ssh_host=str(v.get("ansible_host") or v["address"]),
+        ssh_port=int(v.get("ansible_port") or 22), user=str(v.get("ansible_user") or ""),
+        key=str(v.get("ansible_ssh_private_key_file") or ""),
+        known_hosts=str(v.get("known_hosts") or ""), vars=v)
+
+
+def _check_address(value, fail):
+    text = str(value)
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        if not HOSTNAME.match(text):
+            fail("is %r, neither an IP address nor a host name" % text)
+
+
+def _positive_int(value, fail):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        fail("is %r, not a positive whole number" % (value,))
+    return value
+
+
+PORT_SPAN = 100  # each node uses base_port .. base_port+99 for its roles
+
+
+def _check_cluster(path, hosts):
+    seen = {}
+    for host in hosts:
+        if host.name in seen:
+            raise UserError("inventory %s: host %s is listed twice" % (path, host.name),
+                            "give each node a distinct name")
+        for other in seen.values():
+            if other.address == host.address and abs(other.base_port - host.base_port) < PORT_SPAN:
+                raise UserError(
+                    "inventory %s: host %s: field `base_port` %d overlaps %s's ports (%d) on %s"
+                    % (path, host.name, host.base_port, other.name, other.base_port, host.address),
+                    "nodes sharing an address need base ports at least %d apart" % PORT_SPAN)
+            if other.ssh_host == host.ssh_host and other.workdir == host.workdir:
+                raise UserError("inventory %s: host %s: field `workdir` is also %s's"
+                                % (path, host.name, other.name),
+                                "nodes on one machine need distinct workdirs")
+        seen[host.name] = host

@@ -1,0 +1,197 @@
+"""One cell on every node at once: render per-node scripts, start every role, watch, stop.
+
+Whatever happens (success, a dead process, a timeout, Ctrl-C), every process the cell started is
+killed by its recorded pid on every node before this returns.
+"""
+import json
+import shlex
+import time
+from dataclasses import dataclass, field
+
+import jinja2
+
+from . import layout
+from .datasets import shard_name
+from .errors import UserError
+from .matrix import SYSTEMS
+from .paths import BENCH
+from .progress import CellProgress
+
+POLL_SECONDS = 1.0
+
+# Settings every trainer reads from cell.json; the same for all frameworks (methodology.md).
+TRAINING = {
+    "lr": 0.01, "momentum": 0.9, "seed": 0,
+    "interop_threads": 1,       # inter-op pool; compute threads come from the node's vcpus
+    "loader_workers": 1,        # background loader processes/threads per worker
+    "calibration_warmup": 2, "calibration_steps": 10,
+    "sample_interval": 0.5,     # psutil sampling period (s)
+    "collective_timeout": 300,  # s a collective may wait for a peer before failing
+}
+
+
+@dataclass
+class Process:
+    """One role of a cell on one node."""
+    node: object
+    role: str
+    rank: int
+    out_dir: str
+    script: str = ""
+    config: dict = field(default_factory=dict)
+    pid: int = 0
+    rc: object = None
+    progress: dict = field(default_factory=dict)
+
+    @property
+    def label(self):
+        return "%s/%s-%d" % (self.node.name, self.role, self.rank)
+
+
+def environment():
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(BENCH / "templates")),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             autoescape=False)
+    env.filters["q"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+def prepare(cell, run_id, nodes, stack, shards, resolve=None):
+    """The processes of a cell with their rendered scripts and cell.json. `resolve(node, path)`
+    turns `~/` paths into absolute ones (asks the node); a dry run passes one that does not."""
+    resolve = resolve or (lambda node, path: node.path(path))
+    template = environment().get_template(SYSTEMS[cell.system]["template"])
+    python_rel = stack.env(cell.framework)
+    processes = []
+    for node, role, rank in layout.roles(cell, nodes):
+        host = node.host
+        workdir = resolve(node, host.workdir)
+        out_dir = "%s/runs/%s/%s/%s-%d" % (workdir, run_id, cell.id, role, rank)
+        config = dict(cell.settings, **TRAINING)
+        config.update(
+            run_id=run_id, cell_id=cell.id, node=node.name, role=role, rank=rank,
+            world_size=cell.nodes, threads=host.vcpus, interface=host.cluster_interface,
+            out_dir=out_dir, classes=shards["classes"], label_bytes=shards["label_bytes"],
+            shard="%s/data/%s/%s" % (workdir, shards["id"],
+                                     shard_name(rank, cell.nodes)))
+        variables = dict(config, system=cell.system, master_addr=nodes[0].host.address,
+                         master_port=nodes[0].host.base_port,
+                         code_dir=workdir + "/code",
+                         python=python_rel.python(resolve(node, host.env_root)))
+        processes.append(Process(node=node, role=role, rank=rank, out_dir=out_dir,
+                                 script=template.render(**variables), config=config))
+    return processes
+
+
+def start(processes):
+    for proc in processes:
+        proc.node.mkdir(proc.out_dir)
+        _write(proc.node, proc.out_dir + "/run.sh", proc.script)
+        _write(proc.node, proc.out_dir + "/cell.json", json.dumps(proc.config, indent=1))
+    for proc in processes:
+        proc.pid = proc.node.start_background("run.sh", proc.out_dir, "log.txt")
+
+
+def _write(node, path, text):
+    quoted = shlex.quote(path)
+    node.run("cat > %s.tmp <<'DLBENCH_EOF'\n%sDLBENCH_EOF\nmv %s.tmp %s"
+             % (quoted, text if text.endswith("\n") else text + "\n", quoted, quoted))
+
+
+def poll(proc):
+    """Refresh progress, exit code and liveness of one process in one round trip."""
+    out = proc.node.run("cd %s && cat progress.json 2>/dev/null; echo; echo '#rc'; "
+                        "cat rc 2>/dev/null; echo '#ps'; ps -o stat= -p %d"
+                        % (shlex.quote(proc.out_dir), proc.pid), check=False).stdout
+    progress_text, rest = out.split("#rc", 1)
+    rc_text, ps_text = rest.split("#ps", 1)
+    try:
+        proc.progress = json.loads(progress_text) if progress_text.strip() else proc.progress
+    except ValueError:
+        pass  # caught between write and rename on a filesystem without atomic rename
+    rc_text = rc_text.strip()
+    proc.rc = int(rc_text) if rc_text.lstrip("-").isdigit() else None
+    state = ps_text.strip()
+    return bool(state) and not state.startswith("Z")
+
+
+def watch(cell, processes, timeout, display):
+    """Until all succeed, one fails, or the timeout; returns (status, reason)."""
+    started = time.monotonic()
+    while True:
+        alive = {proc.label: poll(proc) for proc in processes}
+        display.update(processes, time.monotonic() - started)
+        failed = [p for p in processes if (p.rc not in (None, 0)) or
+                  (p.rc is None and not alive[p.label])]
+        if failed:
+            return "failed", "; ".join(_death(p) for p in failed)
+        if all(p.rc == 0 for p in processes):
+            return "succeeded", ""
+        if time.monotonic() - started > timeout:
+            return "failed", "timeout after %d s (raise it with --timeout)" % timeout
+        time.sleep(POLL_SECONDS)
+
+
+def _death(proc):
+    if proc.rc is None:
+        return "%s died without an exit code (killed?)" % proc.label
+    return "%s exited with %d" % (proc.label, proc.rc)
+
+
+def stop(processes):
+    """Kill every still-running process group by its recorded pid; returns what needed KILL."""
+    hard = {}
+    for proc in processes:
+        if proc.pid:
+            left = proc.node.kill(proc.pid)
+            if left:
+                hard[proc.label] = left
+    return hard
+
+
+def log_tail(proc, lines=20):
+    text = proc.node.read_text(proc.out_dir + "/log.txt") or ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_cell(cell, processes, timeout):
+    """start -> watch -> stop; returns a status dict. Ctrl-C stops the cell, then re-raises."""
+    began = time.time()
+    status = {"status": "running", "reason": "", "started": began}
+    display = CellProgress(cell, processes)
+    try:
+        with display:
+            start(processes)
+            status["processes"] = [{"node": p.node.name, "role": p.role, "rank": p.rank,
+                                    "pid": p.pid, "out_dir": p.out_dir} for p in processes]
+            status["status"], status["reason"] = watch(cell, processes, timeout, display)
+    except KeyboardInterrupt:
+        status["status"], status["reason"] = "failed", "interrupted"
+        raise
+    except UserError as exc:
+        status["status"], status["reason"] = "failed", str(exc)
+    finally:
+        status["killed_hard"] = stop(processes)
+        status["ended"] = time.time()
+        status["seconds"] = status["ended"] - began
+        if status["status"] == "failed":
+            status["log_tails"] = {p.label: log_tail(p) for p in processes}
+    return status
+
+
+def check_ready(cell, nodes, stack, shards):
+    """Cheap pre-flight: env, code and shard present on every node, else name the fix."""
+    env = stack.env(cell.framework)
+    for node, role, rank in layout.roles(cell, nodes):
+        workdir = node.path(node.host.workdir)
+        needed = {
+            "the %s environment" % cell.framework: env.python(node.path(node.host.env_root)),
+            "the bench code": workdir + "/code/bench/__init__.py",
+            "its data shard": "%s/data/%s/%s" % (workdir, shards["id"],
+                                                 shard_name(rank, cell.nodes)),
+        }
+        for what, path in needed.items():
+            if node.run("test -e %s" % shlex.quote(path), check=False).exited != 0:
+                raise UserError("%s: %s is missing (%s)" % (node.name, what, path),
+                                "run `invoke provision` with the same --inventory, --stack "
+                                "and --profile")

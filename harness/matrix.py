@@ -1,0 +1,115 @@
+"""Profiles -> the list of cells to run. A cell is one benchmark under one system-mode."""
+import hashlib
+import json
+from dataclasses import asdict, dataclass, replace
+
+from .errors import UserError
+
+# Table III: benchmark -> (network, dataset)
+BENCHMARKS = {
+    "lenet5-cifar10": ("lenet5", "cifar10"),
+    "alexnet-cifar10": ("alexnet", "cifar10"),
+    "resnet18-cifar10": ("resnet18", "cifar10"),
+    "resnet18-cifar100": ("resnet18", "cifar100"),
+    "resnet50-cifar10": ("resnet50", "cifar10"),
+    "resnet50-cifar100": ("resnet50", "cifar100"),
+}
+
+# system-mode -> framework, mode, the roles each node runs. Only the modes whose templates and
+# trainers exist are listed; adding one = a template, a trainer folder, an entry here.
+SYSTEMS = {
+    "pytorch-sync": {"framework": "pytorch", "mode": "sync", "template": "pytorch-sync.sh.j2"},
+}
+
+NETWORKS_BUILT = {"pytorch": ("lenet5",)}
+
+# Generous upper bound on one step (s) on a 4-vCPU node; sets the default cell timeout.
+STEP_BOUND = {"lenet5": 2, "alexnet": 20, "resnet18": 20, "resnet50": 40}
+STARTUP_BOUND = 300
+
+PROFILES = {
+    # Tables III and IV of the paper.
+    "paper": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 10,
+              "steps": 396, "warmup": 10, "data": "real"},
+    "quick": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 1,
+              "steps": 30, "warmup": 5, "data": "synthetic"},
+    "smoke": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
+              "steps": 20, "warmup": 3, "data": "synthetic"},
+}
+LOCAL_BATCH = 42  # Table IV: global 126 over 3 workers
+
+
+@dataclass(frozen=True)
+class Cell:
+    benchmark: str
+    network: str
+    dataset: str
+    system: str
+    framework: str
+    mode: str
+    nodes: int
+    local_batch: int
+    epochs: int
+    steps_per_epoch: int
+    warmup_steps: int
+    data: str
+    repeat: int = 0
+
+    @property
+    def settings(self):
+        return asdict(self)
+
+    @property
+    def config_hash(self):
+        text = json.dumps(self.settings, sort_keys=True)
+        return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+    @property
+    def id(self):
+        return "%s_%s_r%d_%s" % (self.benchmark, self.system, self.repeat, self.config_hash)
+
+    @property
+    def total_steps(self):
+        return self.epochs * self.steps_per_epoch
+
+    def default_timeout(self):
+        return STARTUP_BOUND + self.total_steps * STEP_BOUND[self.network]
+
+
+def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None, data=None,
+         repeats=1):
+    """Cells of a profile, filtered and overridden by the user's options, in run order."""
+    if profile not in PROFILES:
+        raise UserError("unknown profile %r" % profile, "use one of: %s" % ", ".join(PROFILES))
+    spec = PROFILES[profile]
+    chosen_benchmarks = _pick("benchmark", benchmarks, spec["benchmarks"], BENCHMARKS)
+    chosen_systems = _pick("system", systems, spec["systems"], SYSTEMS)
+    steps = steps or spec["steps"]
+    cells = []
+    for benchmark in chosen_benchmarks:
+        network, dataset = BENCHMARKS[benchmark]
+        for system in chosen_systems:
+            framework = SYSTEMS[system]["framework"]
+            if network not in NETWORKS_BUILT[framework]:
+                raise UserError("%s has no %s network yet" % (system, network),
+                                "choose --benchmarks from those built: %s"
+                                % ", ".join(NETWORKS_BUILT[framework]))
+            base = Cell(benchmark=benchmark, network=network, dataset=dataset, system=system,
+                        framework=framework, mode=SYSTEMS[system]["mode"], nodes=nodes,
+                        local_batch=LOCAL_BATCH, epochs=epochs or spec["epochs"],
+                        steps_per_epoch=steps, warmup_steps=min(spec["warmup"], steps - 1),
+                        data=data or spec["data"])
+            cells.extend(replace(base, repeat=r) for r in range(repeats))
+    return cells
+
+
+def _pick(kind, wanted, default, known):
+    if not wanted:
+        return list(default)
+    names = [w.strip() for w in wanted.split(",") if w.strip()] if isinstance(wanted, str) \
+        else list(wanted)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UserError("unknown %s %s" % (kind, ", ".join(map(repr, unknown))),
+                        "%ss are: %s" % (kind, ", ".join(known)))
+    return names

@@ -1,0 +1,182 @@
+"""One interface to a benchmark node, whether it is this machine or an SSH host.
+
+Background processes are started with `setsid`, so their pid is also their process-group id:
+killing `-pid` reaches everything the run started (loader workers included) and nothing else.
+"""
+import os
+import shlex
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import invoke
+
+from .errors import UserError
+
+q = shlex.quote
+
+
+class Node:
+    def __init__(self, host):
+        self.host = host
+        self.name = host.name
+        self._home = None
+
+    # --- transport: subclasses provide these three -------------------------------------------
+    def _runner(self):
+        raise NotImplementedError
+
+    def put(self, local, remote):
+        raise NotImplementedError
+
+    def get(self, remote, local):
+        raise NotImplementedError
+
+    # --- shared on top of run() -------------------------------------------------------------
+    def run(self, command, timeout=None, check=True):
+        result = self._runner().run(command, hide=True, warn=True, timeout=timeout,
+                                    in_stream=False)
+        if check and result.exited != 0:
+            raise UserError("%s: command failed (exit %d): %s\n%s"
+                            % (self.name, result.exited, command, result.stderr.strip()[-2000:]))
+        return result
+
+    def path(self, path):
+        """Absolute path on the node; `~/` means the node user's home."""
+        path = str(path)
+        if path.startswith("~/"):
+            if self._home is None:
+                self._home = self.run("echo $HOME").stdout.strip()
+            path = self._home + path[1:]
+        return path
+
+    def start_background(self, script, cwd, log):
+        """Run `bash script` in cwd as a new session; returns its pid (= its process group)."""
+        command = "cd %s && setsid bash %s > %s 2>&1 < /dev/null & echo $!" % (
+            q(cwd), q(script), q(log))
+        return int(self.run(command).stdout.strip().splitlines()[-1])
+
+    def is_alive(self, pid):
+        state = self.run("ps -o stat= -p %d" % pid, check=False).stdout.strip()
+        return bool(state) and not state.startswith("Z")
+
+    def group_members(self, pid):
+        """Pids still in the process group the run started (loader workers included)."""
+        out = self.run("pgrep -g %d" % pid, check=False).stdout.split()
+        return [int(p) for p in out]
+
+    def kill(self, pid, grace=5.0):
+        """TERM the whole group, KILL whatever is left after `grace` s; returns pids killed hard."""
+        self.run("kill -TERM -- -%d 2>/dev/null" % pid, check=False)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not self.group_members(pid):
+                return []
+            time.sleep(0.2)
+        left = self.group_members(pid)
+        if left:
+            self.run("kill -KILL -- -%d 2>/dev/null" % pid, check=False)
+        return left
+
+    def read_text(self, path):
+        result = self.run("cat %s 2>/dev/null" % q(path), check=False)
+        return result.stdout if result.exited == 0 else None
+
+    def mkdir(self, path):
+        self.run("mkdir -p %s" % q(path))
+
+    def close(self):
+        pass
+
+
+class LocalNode(Node):
+    """A node on this machine: commands through Invoke, files by copying."""
+
+    def _runner(self):
+        return invoke.Context()
+
+    def path(self, path):
+        return os.path.expanduser(str(path))
+
+    def put(self, local, remote):
+        shutil.copyfile(local, remote)
+
+    def get(self, remote, local):
+        shutil.copyfile(remote, local)
+
+    def read_text(self, path):
+        try:
+            return Path(path).read_text()
+        except OSError:
+            return None
+
+
+class SshNode(Node):
+    """A node over SSH (Fabric). Host keys are checked against known_hosts, never added."""
+
+    def __init__(self, host):
+        super().__init__(host)
+        self._conn = None
+
+    def _runner(self):
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def _connect(self):
+        import fabric
+        import paramiko
+
+        kwargs = {"look_for_keys": not self.host.key, "allow_agent": not self.host.key}
+        if self.host.key:
+            kwargs["key_filename"] = os.path.expanduser(self.host.key)
+        conn = fabric.Connection(self.host.ssh_host, user=self.host.user, port=self.host.ssh_port,
+                                 connect_timeout=10, connect_kwargs=kwargs)
+        conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        if self.host.known_hosts:
+            conn.client.load_host_keys(os.path.expanduser(self.host.known_hosts))
+        try:
+            conn.open()
+        except Exception as exc:  # paramiko and socket errors: translate to cause + fix
+            raise _ssh_error(self.host, exc) from None
+        return conn
+
+    def put(self, local, remote):
+        self._runner().put(str(local), str(remote))
+
+    def get(self, remote, local):
+        self._runner().get(str(remote), str(local))
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _ssh_error(host, exc):
+    import paramiko
+
+    where = "%s (%s@%s:%d)" % (host.name, host.user, host.ssh_host, host.ssh_port)
+    if isinstance(exc, paramiko.AuthenticationException):
+        return UserError("%s: SSH login refused: %s" % (where, exc),
+                         "check ansible_user and ansible_ssh_private_key_file (%s) for this host"
+                         % (host.key or "agent/default keys"))
+    if isinstance(exc, paramiko.BadHostKeyException) or "known_hosts" in str(exc) \
+            or "not found in known_hosts" in str(exc):
+        return UserError("%s: host key not trusted: %s" % (where, exc),
+                         "add the host's key to %s (ssh-keyscan, after checking it)"
+                         % (host.known_hosts or "~/.ssh/known_hosts"))
+    if isinstance(exc, (socket.error, paramiko.ssh_exception.NoValidConnectionsError)):
+        return UserError("%s: unreachable: %s" % (where, exc),
+                         "check that the host is up, sshd listens on port %d, and the address "
+                         "in the inventory is right" % host.ssh_port)
+    return UserError("%s: SSH failed: %s" % (where, exc))
+
+
+def connect(host):
+    return LocalNode(host) if host.connection == "local" else SshNode(host)
+
+
+def connect_all(inventory):
+    return [connect(host) for host in inventory.hosts]

@@ -1,0 +1,90 @@
+"""`invoke provision`: prepare data on the controller, then real ansible-playbook on the nodes."""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+from . import datasets, inventory, matrix, stacks
+from .errors import UserError
+from .paths import BENCH, PLAYBOOKS, REPO, cache_dir
+
+RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
+
+
+def stage_bench():
+    """A clean copy of bench/ (no caches) for Ansible to copy; unchanged files stay unchanged."""
+    clone = hashlib.sha1(str(REPO).encode()).hexdigest()[:8]
+    target = cache_dir() / "staging" / ("bench-" + clone)
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(BENCH, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return target
+
+
+def needed_datasets(profile, nodes, data=None, archive=None, progress=print):
+    """Shard folders for every dataset the profile's cells read."""
+    cells = matrix.plan(profile, nodes, data=data)
+    found = {}
+    for dataset, source in sorted({(c.dataset, c.data) for c in cells}):
+        folder = datasets.prepare(dataset, source, nodes, archive=archive, progress=progress)
+        meta = json.loads((folder / "shards.json").read_text())
+        found[meta["id"]] = {"id": meta["id"], "src_dir": str(folder), "workers": nodes}
+    return list(found.values())
+
+
+def playbook_vars(inv, stack, profile, data=None, archive=None):
+    return {
+        "stack_name": stack.name,
+        "stack_python": stack.python,
+        "stack_envs": [{"framework": e.framework, "dirname": e.dirname, "packages": e.packages,
+                        "pip_args": e.pip_args} for e in stack.envs.values()],
+        "bench_src": str(stage_bench()),
+        "datasets": needed_datasets(profile, len(inv.hosts), data, archive),
+    }
+
+
+def run(inventory_name, stack_name, profile, data=None, archive=None, check=False):
+    inv = inventory.load(inventory_name)
+    stack = stacks.load(stack_name)
+    variables = playbook_vars(inv, stack, profile, data, archive)
+    vars_file = cache_dir() / "staging" / "provision-vars.json"
+    vars_file.parent.mkdir(parents=True, exist_ok=True)
+    vars_file.write_text(json.dumps(variables, indent=1))
+    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+               "-i", str(inv.path), str(PLAYBOOKS / "provision.yml"), "-e", "@%s" % vars_file]
+    if check:
+        command.append("--check")
+    print("provisioning %d nodes of %s with stack %s" % (len(inv.hosts), inv.name, stack.name),
+          flush=True)
+    began = time.monotonic()
+    recap = _stream(command)
+    seconds = time.monotonic() - began
+    changed = sum(r["changed"] for r in recap.values())
+    print("provisioned in %.1f s: changed=%d over %d nodes" % (seconds, changed, len(recap)))
+    return {"seconds": seconds, "recap": recap, "changed": changed}
+
+
+def _stream(command):
+    """Run ansible-playbook, echoing its output live; returns the PLAY RECAP per host."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.Popen(command, cwd=str(REPO), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    recap = {}
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        match = RECAP.match(line.strip())
+        if match:
+            host, ok, changed, unreachable, failed = match.groups()
+            recap[host] = {"ok": int(ok), "changed": int(changed),
+                           "unreachable": int(unreachable), "failed": int(failed)}
+    if proc.wait() != 0:
+        bad = [h for h, r in recap.items() if r["failed"] or r["unreachable"]]
+        raise UserError("ansible-playbook failed (exit %d) on %s"
+                        % (proc.returncode, ", ".join(bad) or "the play"),
+                        "read the failed task above; it names the host and the cause")
+    return recap

@@ -1,0 +1,102 @@
+"""The user's words: `invoke provision bench collect analyze` (and `reproduce` for all four).
+
+Options in, one call into harness/, nothing else. Defaults come from invoke.yaml.
+"""
+import functools
+
+from invoke import Exit, task
+
+
+def _defaults(c):
+    return c.config.get("dlbench", {})
+
+
+def _user_errors(function):
+    """Expected problems print their cause and fix, no traceback, and exit 2."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        from harness.errors import UserError
+        try:
+            return function(*args, **kwargs)
+        except UserError as exc:
+            raise Exit("error: %s" % exc, code=2)
+    return wrapper
+
+
+COMMON = {
+    "inventory": "inventory name in inventory/ (local, netns, vagrant) or a path to an "
+                 "Ansible YAML inventory [invoke.yaml: local]",
+    "stack": "version set in stacks/ (current, paper) [invoke.yaml: current]",
+    "profile": "smoke (LeNet-5, ~20 steps), quick (every benchmark, 30 steps) or paper "
+               "(Tables III-IV: 396 steps x 10 epochs) [invoke.yaml: smoke]",
+    "data": "synthetic (generated CIFAR-format data) or real (the official archives); "
+            "default: the profile's",
+}
+
+
+@task(help=dict(COMMON, data_archive="path of cifar-10-binary.tar.gz / cifar-100-binary."
+                "tar.gz already downloaded (md5-checked) instead of downloading it"))
+@_user_errors
+def provision(c, inventory=None, stack=None, profile=None, data=None, data_archive=None):
+    """Build the framework envs, install bench/, push dataset shards, record host facts."""
+    from harness import provision as prov
+    d = _defaults(c)
+    prov.run(inventory or d["inventory"], stack or d["stack"], profile or d["profile"],
+             data=data, archive=data_archive)
+
+
+@task(help=dict(COMMON,
+                run="run id (default: a new one, the start time)",
+                dry_run="print the cells and each node's rendered script; touch no node",
+                benchmarks="comma-separated subset, e.g. lenet5-cifar10,resnet18-cifar100",
+                systems="comma-separated subset of system-modes, e.g. pytorch-sync",
+                epochs="override the profile's epochs",
+                steps="override the profile's steps per epoch",
+                timeout="seconds before a cell is stopped (default: from the profile)",
+                results="results folder [invoke.yaml: results]"))
+@_user_errors
+def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
+          benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
+          results=None):
+    """Run the matrix: one cell at a time on every node at once, watched, stopped by pid."""
+    from harness import commands
+    d = _defaults(c)
+    commands.bench(inventory or d["inventory"], stack or d["stack"], profile or d["profile"],
+                   results or d["results"], run_id=run, dry_run=dry_run, benchmarks=benchmarks,
+                   systems=systems, epochs=commands.check_positive("epochs", epochs),
+                   steps=commands.check_positive("steps", steps), data=data,
+                   timeout=commands.check_positive("timeout", timeout))
+
+
+@task(help={"inventory": COMMON["inventory"], "run": "run id (default: the latest)",
+            "results": "results folder [invoke.yaml: results]"})
+@_user_errors
+def collect(c, inventory=None, run=None, results=None):
+    """Fetch results and logs from every node; write manifest.json and records.jsonl."""
+    from harness import commands
+    d = _defaults(c)
+    commands.collect_run(inventory or d["inventory"], results or d["results"], run)
+
+
+@task(help={"run": "run id (default: the latest)",
+            "results": "results folder [invoke.yaml: results]"})
+@_user_errors
+def analyze(c, run=None, results=None):
+    """Tidy table, figures (PNG, PDF) and report.md for a run."""
+    from harness import commands
+    d = _defaults(c)
+    commands.analyze(results or d["results"], run)
+
+
+@task(help=dict(COMMON, results="results folder [invoke.yaml: results]"))
+@_user_errors
+def reproduce(c, inventory=None, stack=None, profile=None, data=None, results=None):
+    """provision, bench, collect, analyze in order; prints where the report is."""
+    from harness import commands, provision as prov
+    d = _defaults(c)
+    inventory, results = inventory or d["inventory"], results or d["results"]
+    prov.run(inventory, stack or d["stack"], profile or d["profile"], data=data)
+    outcome = commands.bench(inventory, stack or d["stack"], profile or d["profile"], results,
+                             data=data)
+    commands.collect_run(inventory, results, outcome["run_id"])
+    commands.analyze(results, outcome["run_id"])
