@@ -1,5 +1,6 @@
 """The user's four words, each one call from tasks.py."""
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -26,6 +27,7 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     for cell in cells:
         _write_status(path, cell, {"status": "pending"})
     outcomes = {}
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` or a CI timeout: clean up like Ctrl-C
     try:
         for index, cell in enumerate(cells, 1):
             print("cell %d/%d" % (index, len(cells)), flush=True)
@@ -41,6 +43,10 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     return {"run_id": run_id, "path": path, "outcomes": outcomes}
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt("signal %d" % signum)
+
+
 def _shards(cell, nodes_count):
     meta = datasets.prepare(cell.dataset, cell.data, nodes_count, progress=lambda m: None)
     return json.loads((meta / "shards.json").read_text())
@@ -53,7 +59,7 @@ def _run_one(path, run_id, cell, nodes, stack, timeout):
     status = {"cell_id": cell.id, "settings": cell.settings, "status": "running"}
     _write_status(path, cell, status)
     try:
-        status.update(launch.run_cell(cell, processes, timeout or cell.default_timeout()))
+        launch.run_cell(cell, processes, timeout or cell.default_timeout(), status)
     finally:
         status["fetched_files"] = collect.fetch_cell(path, status, nodes)
         _write_status(path, cell, status)

@@ -154,10 +154,11 @@ def log_tail(proc, lines=20):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_cell(cell, processes, timeout):
-    """start -> watch -> stop; returns a status dict. Ctrl-C stops the cell, then re-raises."""
+def run_cell(cell, processes, timeout, status):
+    """start -> watch -> stop, filling `status` in place (so it survives an interrupt).
+    Ctrl-C (or SIGTERM) stops the cell on every node, then re-raises."""
     began = time.time()
-    status = {"status": "running", "reason": "", "started": began}
+    status.update(status="running", reason="", started=began)
     display = CellProgress(cell, processes)
     try:
         with display:
@@ -176,7 +177,6 @@ def run_cell(cell, processes, timeout):
         status["seconds"] = status["ended"] - began
         if status["status"] == "failed":
             status["log_tails"] = {p.label: log_tail(p) for p in processes}
-    return status
 
 
 def check_ready(cell, nodes, stack, shards):

@@ -53,7 +53,8 @@ class Node:
 
     def start_background(self, script, cwd, log):
         """Run `bash script` in cwd as a new session; returns its pid (= its process group)."""
-        command = "cd %s && setsid bash %s > %s 2>&1 < /dev/null & echo $!" % (
+        # `cd` on its own line: `a && b &` would background a subshell, whose pid is not b's.
+        command = "cd %s || exit 97\nsetsid bash %s > %s 2>&1 < /dev/null & echo $!" % (
             q(cwd), q(script), q(log))
         return int(self.run(command).stdout.strip().splitlines()[-1])
 

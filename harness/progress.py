@@ -16,6 +16,8 @@ class CellProgress:
         self.cell = cell
         self.processes = processes
         self.console = console or Console()
+        if not self.console.is_terminal:
+            self.console.width = 200  # log lines, not a screen: do not wrap them
         self.live = None
         self._last_line = 0.0
 

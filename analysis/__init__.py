@@ -1,0 +1,1 @@
+"""results/<run-id>/records.jsonl -> tidy table -> figures, tables, report."""
