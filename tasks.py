@@ -92,11 +92,7 @@ def analyze(c, run=None, results=None):
 @_user_errors
 def reproduce(c, inventory=None, stack=None, profile=None, data=None, results=None):
     """provision, bench, collect, analyze in order; prints where the report is."""
-    from harness import commands, provision as prov
+    from harness import commands
     d = _defaults(c)
-    inventory, results = inventory or d["inventory"], results or d["results"]
-    prov.run(inventory, stack or d["stack"], profile or d["profile"], data=data)
-    outcome = commands.bench(inventory, stack or d["stack"], profile or d["profile"], results,
-                             data=data)
-    commands.collect_run(inventory, results, outcome["run_id"])
-    commands.analyze(results, outcome["run_id"])
+    commands.reproduce(inventory or d["inventory"], stack or d["stack"],
+                       profile or d["profile"], results or d["results"], data=data)

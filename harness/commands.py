@@ -127,6 +127,20 @@ def analyze(results, run_id=None):
     return report.build(path)
 
 
+def reproduce(inventory_name, stack_name, profile, results, data=None):
+    from . import provision
+
+    began = time.monotonic()
+    provision.run(inventory_name, stack_name, profile, data=data)
+    outcome = bench(inventory_name, stack_name, profile, results, data=data)
+    collect_run(inventory_name, results, outcome["run_id"])
+    built = analyze(results, outcome["run_id"])
+    print("\nreproduce finished in %.0f s\n  report:  %s\n  figures: %s\n  results: %s"
+          % (time.monotonic() - began, built["report"], " ".join(built["figures"]),
+             outcome["path"]))
+    return built
+
+
 def check_positive(name, value):
     """A command-line count: None, or a whole number >= 1."""
     if value is None:

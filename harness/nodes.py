@@ -63,9 +63,11 @@ class Node:
         return bool(state) and not state.startswith("Z")
 
     def group_members(self, pid):
-        """Pids still in the process group the run started (loader workers included)."""
-        out = self.run("pgrep -g %d" % pid, check=False).stdout.split()
-        return [int(p) for p in out]
+        """Live pids in the session the run started (loader workers included); zombies are
+        dead already and only wait for their parent to reap them."""
+        out = self.run("ps -o pid=,stat= -s %d" % pid, check=False).stdout.splitlines()
+        return [int(line.split()[0]) for line in out
+                if line.split() and not line.split()[1].startswith("Z")]
 
     def kill(self, pid, grace=5.0):
         """TERM the whole group, KILL whatever is left after `grace` s; returns pids killed hard."""
@@ -78,6 +80,9 @@ class Node:
         left = self.group_members(pid)
         if left:
             self.run("kill -KILL -- -%d 2>/dev/null" % pid, check=False)
+            deadline = time.monotonic() + 2.0
+            while self.group_members(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
         return left
 
     def read_text(self, path):

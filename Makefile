@@ -1,0 +1,20 @@
+# The two commands of the README's quick start, and the controller environment they share.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: quickstart test venv
+quickstart: venv  ## set up, then provision + bench + collect + analyze on the local cluster (smoke)
+	$(BIN)/invoke reproduce
+
+test: venv  ## unit tests and one real end-to-end smoke run on the local cluster
+	$(BIN)/pytest
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' || \
+	  { echo "The controller needs Python 3.11+ (ansible-core 2.19): run make PYTHON=python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@

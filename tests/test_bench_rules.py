@@ -1,0 +1,30 @@
+"""Rules that keep bench/ runnable on every node: Python 3.6 syntax, no controller imports."""
+import os
+import re
+import subprocess
+import sys
+
+from harness.paths import BENCH
+
+VERMIN = os.path.join(os.path.dirname(sys.executable), "vermin")
+
+
+def test_bench_is_python36_compatible():
+    result = subprocess.run([VERMIN, "-q", "--no-tips", "--target=3.6-", "--violations",
+                             "--eval-annotations", str(BENCH)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "", result.stdout
+
+
+def test_vermin_catches_a_violation(tmp_path):
+    """The check above can fail: a 3.8-only walrus is reported."""
+    (tmp_path / "new.py").write_text("if (n := 3):\n    pass\n")
+    result = subprocess.run([VERMIN, "-q", "--no-tips", "--target=3.6-", "--violations",
+                             str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 or result.stdout.strip()
+
+
+def test_bench_never_imports_the_controller():
+    pattern = re.compile(r"^\s*(from|import)\s+(harness|analysis)\b", re.M)
+    offenders = [str(p) for p in BENCH.rglob("*.py") if pattern.search(p.read_text())]
+    assert offenders == []

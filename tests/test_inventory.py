@@ -1,0 +1,116 @@
+"""Inventory validation: every bad field is named with its host and a fix."""
+import textwrap
+
+import pytest
+
+from harness import inventory
+from harness.errors import UserError
+
+GOOD_HOST = """
+          address: 127.0.0.1
+          cluster_interface: lo
+          vcpus: 2
+          workdir: /tmp/dlbench-test/{name}
+          base_port: {port}
+          env_root: /tmp/dlbench-test/envs
+"""
+
+
+def write(tmp_path, hosts_yaml, connection="local"):
+    text = textwrap.dedent("""\
+        all:
+          vars:
+            ansible_connection: %s
+          children:
+            nodes:
+              hosts:
+        """) % connection + hosts_yaml
+    path = tmp_path / "inv.yml"
+    path.write_text(text)
+    return path
+
+
+def host(name, port, **changes):
+    lines = GOOD_HOST.format(name=name, port=port)
+    for key, value in changes.items():
+        if value is None:
+            lines = "\n".join(l for l in lines.splitlines() if not l.strip().startswith(key + ":"))
+        else:
+            lines = "\n".join(("          %s: %s" % (key, value)) if l.strip().startswith(key + ":")
+                              else l for l in lines.splitlines())
+    return "        %s:\n%s\n" % (name, lines.strip("\n"))
+
+
+def error_for(tmp_path, hosts_yaml, **kwargs):
+    with pytest.raises(UserError) as caught:
+        inventory.load(write(tmp_path, hosts_yaml, **kwargs))
+    return str(caught.value)
+
+
+def test_shipped_local_inventory_is_valid():
+    inv = inventory.load("local")
+    assert [h.name for h in inv.hosts] == ["node1", "node2", "node3"]
+    assert len({h.workdir for h in inv.hosts}) == 3
+    assert all(h.connection == "local" for h in inv.hosts)
+    assert inv.hosts[0].env_root == "~/.cache/dlbench/envs"  # from group_vars/all.yml
+
+
+def test_two_good_hosts_load_in_file_order(tmp_path):
+    inv = inventory.load(write(tmp_path, host("b", 30000) + host("a", 30100)))
+    assert [h.name for h in inv.hosts] == ["b", "a"]
+    assert inv.hosts[1].base_port == 30100
+
+
+@pytest.mark.parametrize("field,value,expect", [
+    ("vcpus", "four", "host n1: field `vcpus` is 'four'"),
+    ("vcpus", "0", "field `vcpus` is 0"),
+    ("vcpus", None, "field `vcpus` is missing"),
+    ("base_port", "80", "field `base_port` is 80, outside 1024-65000"),
+    ("address", "'not an address!'", "field `address` is 'not an address!'"),
+    ("cluster_interface", "'eth0; rm -rf /'", "field `cluster_interface`"),
+    ("workdir", "relative/path", "field `workdir` is 'relative/path', not absolute"),
+])
+def test_bad_field_is_named_with_host(tmp_path, field, value, expect):
+    message = error_for(tmp_path, host("n1", 30000, **{field: value}))
+    assert expect in message
+    assert "fix:" in message
+
+
+def test_unknown_connection(tmp_path):
+    message = error_for(tmp_path, host("n1", 30000), connection="telnet")
+    assert "host n1: field `ansible_connection` is 'telnet'" in message
+
+
+def test_ssh_host_needs_a_user(tmp_path):
+    message = error_for(tmp_path, host("n1", 30000), connection="ssh")
+    assert "host n1: field `ansible_user` is missing" in message
+
+
+def test_overlapping_ports_on_one_address(tmp_path):
+    message = error_for(tmp_path, host("n1", 30000) + host("n2", 30050))
+    assert "host n2: field `base_port` 30050 overlaps n1's ports" in message
+
+
+def test_shared_workdir(tmp_path):
+    hosts = host("n1", 30000) + host("n2", 30100).replace("/n2", "/n1")
+    assert "host n2: field `workdir` is also n1's" in error_for(tmp_path, hosts)
+
+
+def test_not_yaml(tmp_path):
+    path = tmp_path / "broken.yml"
+    path.write_text("all: [unclosed\n")
+    with pytest.raises(UserError, match="is not valid YAML"):
+        inventory.load(path)
+
+
+def test_no_hosts(tmp_path):
+    path = tmp_path / "empty.yml"
+    path.write_text("all:\n  vars: {}\n")
+    with pytest.raises(UserError, match="no hosts"):
+        inventory.load(path)
+
+
+def test_unknown_inventory_name_lists_known_ones():
+    with pytest.raises(UserError) as caught:
+        inventory.load("no-such-cluster")
+    assert "local" in str(caught.value)

@@ -1,0 +1,51 @@
+"""The local node: background processes are started as a group and killed by recorded pid."""
+import time
+
+import psutil
+
+from harness import inventory, nodes
+
+
+def local_node():
+    return nodes.connect(inventory.load("local").hosts[0])
+
+
+def test_start_records_group_leader_and_kill_reaches_children(tmp_path):
+    node = local_node()
+    (tmp_path / "job.sh").write_text("sleep 300 &\nsleep 301 &\necho started\nwait\n")
+    pid = node.start_background("job.sh", str(tmp_path), "log.txt")
+    deadline = time.time() + 5
+    while len(node.group_members(pid)) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    members = node.group_members(pid)
+    assert pid in members and len(members) == 3  # bash + two sleeps, one process group
+    assert psutil.Process(pid).ppid() != psutil.Process().pid  # detached: not our child
+    assert node.is_alive(pid)
+    assert node.kill(pid, grace=5) == []  # all gone on TERM, none needed KILL
+    assert not node.is_alive(pid)
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+                   for p in members)
+    assert "started" in node.read_text(str(tmp_path / "log.txt"))
+
+
+def test_kill_escalates_when_term_is_ignored(tmp_path):
+    node = local_node()
+    (tmp_path / "stubborn.sh").write_text("trap '' TERM\nsleep 300 &\nwait\n")
+    pid = node.start_background("stubborn.sh", str(tmp_path), "log.txt")
+    time.sleep(0.3)
+    hard = node.kill(pid, grace=1)
+    assert pid in hard  # it survived TERM and was KILLed
+    time.sleep(0.2)
+    assert node.group_members(pid) == []
+
+
+def test_missing_cwd_fails_instead_of_running_elsewhere(tmp_path):
+    node = local_node()
+    result = node.run("cd %s || exit 97" % (tmp_path / "nope"), check=False)
+    assert result.exited == 97
+
+
+def test_path_expands_home_and_read_text_of_missing_file():
+    node = local_node()
+    assert node.path("~/x").endswith("/x") and not node.path("~/x").startswith("~")
+    assert node.read_text("/nonexistent/file") is None
