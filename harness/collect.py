@@ -1,5 +1,4 @@
 """Fetch what the nodes wrote, and describe the run: manifest.json and records.jsonl."""
-import csv
 import json
 import shlex
 import subprocess
@@ -161,20 +160,7 @@ def _process_records(base, result_file):
     for metric in ("measured_steps", "warmup_steps"):
         if metric in summary:
             out.append(dict(rec, metric=metric, value=summary[metric], unit="steps"))
-    sent = _bytes_sent(result_file.parent / "memory.csv")
-    if sent is not None and summary.get("measured_steps"):
-        steps = summary["measured_steps"] + summary.get("warmup_steps", 0)
-        out.append(dict(rec, metric="net_bytes_sent_per_step", value=sent / steps, unit="B"))
+    if result.get("net_bytes_sent") is not None and result.get("steps"):
+        out.append(dict(rec, metric="net_bytes_sent_per_step", unit="B",
+                        value=result["net_bytes_sent"] / len(result["steps"])))
     return out
-
-
-def _bytes_sent(memory_csv):
-    """Bytes the node's cluster interface sent while training (first to last sample)."""
-    try:
-        with open(memory_csv) as handle:
-            rows = [r for r in csv.DictReader(handle) if r.get("phase") == "train"]
-    except OSError:
-        return None
-    if len(rows) < 2:
-        return None
-    return float(rows[-1]["net_bytes_sent"]) - float(rows[0]["net_bytes_sent"])

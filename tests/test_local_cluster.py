@@ -90,6 +90,10 @@ def test_records_manifest_and_report(smoke_run):
     for phase in PHASES:
         assert {(phase, rank) for rank in (0, 1, 2)} <= metrics
     assert all(r["system"] == "pytorch-sync" and r["run_id"] == run.name for r in records)
+    # gradients crossed the interface: at least one model's worth of bytes per step (62,006
+    # float32 parameters); on the local cluster `lo` carries all three workers' traffic
+    sent = [r["value"] for r in records if r["metric"] == "net_bytes_sent_per_step"]
+    assert len(sent) == 3 and min(sent) > 62006 * 4
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["git"]["commit"]
     assert manifest["installed"]["node1"]["pytorch"]["packages"]["torch"].startswith("2.13.0")

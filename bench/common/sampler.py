@@ -70,13 +70,14 @@ class Sampler(object):
                 pass  # a loader worker that just exited
         self.peak_rss_mb = max(self.peak_rss_mb, rss + children)
         vm = psutil.virtual_memory()
-        sent, recv = self._net()
+        sent, recv = self.net_counters()
         return ["%.3f" % now, "%.3f" % (now - self.started), "%.1f" % rss, "%.1f" % children,
                 "%.1f" % self.process.cpu_percent(None), self.process.num_threads(),
                 "%.1f" % ((vm.total - vm.available) / MB), "%.1f" % (vm.available / MB),
                 sent, recv, self.state["phase"], self.state["step"]]
 
-    def _net(self):
+    def net_counters(self):
+        """(bytes sent, bytes received) of the cluster interface (all interfaces if unknown)."""
         counters = psutil.net_io_counters(pernic=True)
         nic = counters.get(self.interface) if self.interface else None
         if nic is None:

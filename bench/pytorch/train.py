@@ -91,16 +91,19 @@ def train(config, sampler):
     loader = data.loader(config)
     runner.log(config, "%s: %d parameters, world size %d"
                % (config["network"], models.parameter_count(model), dist.get_world_size()))
-    started = time.time()
+    net_before, started = sampler.net_counters(), time.time()
     steps, batch = timed_loop(config, ddp, loader, sampler)
     train_seconds = time.time() - started
+    net_after = sampler.net_counters()
     dist.barrier()  # calibrate only when every worker has finished the timed run
     calibration = calibrate(config, model, batch, sampler)
     dist.barrier()
     dist.destroy_process_group()
     return {"steps": steps, "calibration": calibration, "train_seconds": train_seconds,
             "summary": summarise(steps, calibration),
-            "parameters": models.parameter_count(model)}
+            "parameters": models.parameter_count(model),
+            "net_bytes_sent": net_after[0] - net_before[0],
+            "net_bytes_recv": net_after[1] - net_before[1]}
 
 
 def main(argv):
