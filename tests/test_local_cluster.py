@@ -124,3 +124,22 @@ def test_dry_run_touches_no_node(tmp_path):
     assert "1 cell(s)" in result.stdout
     assert result.stdout.count("export MASTER_PORT=29500") == 3
     assert list(tmp_path.iterdir()) == []
+
+
+def test_timeout_stops_every_worker_and_keeps_the_record(smoke_run, tmp_path):
+    """A cell that overruns its timeout is failed, killed on every node by pid, and recorded."""
+    result = invoke("bench", "--results", str(tmp_path), "--epochs", "100", "--timeout", "12",
+                    check=False)
+    assert result.returncode == 0, result.stderr  # a failed cell is reported, not a crash
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    status = json.loads(next(run.glob("*/status.json")).read_text())
+    assert status["status"] == "failed" and status["reason"].startswith("timeout after 12 s")
+    assert len(status["processes"]) == 3
+    for proc in status["processes"]:
+        assert not psutil.pid_exists(proc["pid"]) or \
+            psutil.Process(proc["pid"]).status() == psutil.STATUS_ZOMBIE
+    # what the workers measured before the stop was fetched
+    memory = list(run.glob("*/*/worker-*/memory.csv"))
+    assert len(memory) == 3 and all(len(m.read_text().splitlines()) > 2 for m in memory)
+    records = [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
+    assert [r["value"] for r in records if r["metric"] == "status"] == [0.0]
