@@ -144,16 +144,33 @@ def _base(manifest, cell):
     return base
 
 
+def _per_worker_records(rec, per_worker):
+    out = []
+    for rank, summary in sorted(per_worker.items()):
+        worker = dict(rec, node=summary.get("node"), role="worker", rank=int(rank),
+                      timed_by="chief")
+        out += [dict(worker, metric=phase, value=summary[phase], unit="s/step")
+                for phase in PHASES if summary.get(phase) is not None]
+        out += [dict(worker, metric=m, value=summary[m], unit="steps")
+                for m in ("measured_steps", "warmup_steps") if m in summary]
+    return out
+
+
 def _process_records(base, result_file):
     result = read_json(result_file)
     if not result:
         return []
     config = result.get("config", {})
     rec = dict(base, node=config.get("node"), role=config.get("role"), rank=config.get("rank"),
-               versions=result.get("versions"), status=result.get("status"))
+               versions=result.get("versions"), status=result.get("status"),
+               sharing=config.get("sharing"), threads=config.get("threads"))
     summary = result.get("summary") or {}
-    out = [dict(rec, metric=phase, value=summary[phase], unit="s/step")
-           for phase in PHASES if summary.get(phase) is not None]
+    if result.get("per_worker"):
+        # the TensorFlow-async chief timed every worker's steps: records per worker
+        out = _per_worker_records(rec, result["per_worker"])
+    else:
+        out = [dict(rec, metric=phase, value=summary[phase], unit="s/step")
+               for phase in PHASES if summary.get(phase) is not None]
     for metric, unit in (("train_seconds", "s"), ("peak_rss_mb", "MB")):
         if result.get(metric) is not None:
             out.append(dict(rec, metric=metric, value=result[metric], unit=unit))

@@ -176,7 +176,7 @@ def prepare(name, source, workers, seed=0, archive=None, progress=print):
     ds_id = dataset_id(name, source, seed)
     out = cache_dir() / "datasets" / "shards" / ds_id / ("%d-workers" % workers)
     index = out / "shards.json"
-    if index.is_file():
+    if index.is_file() and "full" in json.loads(index.read_text()):
         return out
     if source == "synthetic":
         folder = cache_dir() / "datasets" / "synthetic" / ds_id
@@ -190,6 +190,9 @@ def prepare(name, source, workers, seed=0, archive=None, progress=print):
         raise UserError("unknown data source %r" % source, "use `synthetic` or `real`")
     write_shards(read_train(folder, spec(name)), spec(name), workers, out, seed, ds_id)
     return out
+
+
+FULL_NAME = "full.bin"  # every shard, concatenated in rank order
 
 
 def shard_name(rank, workers):
@@ -207,13 +210,18 @@ def split(records, workers, seed):
 def write_shards(records, s, workers, out, seed, ds_id):
     out.mkdir(parents=True, exist_ok=True)
     entries = []
-    for rank, shard in enumerate(split(records, workers, seed)):
+    shards = split(records, workers, seed)
+    for rank, shard in enumerate(shards):
         path = out / shard_name(rank, workers)
         path.write_bytes(shard.tobytes())
         entries.append({"rank": rank, "file": path.name, "images": len(shard),
                         "md5": md5sum(path)})
+    # Asynchronous TensorFlow workers each read the whole training set (paper, section IV)
+    full = out / FULL_NAME
+    full.write_bytes(b"".join(shard.tobytes() for shard in shards))
     meta = {"dataset": s.name, "id": ds_id, "workers": workers, "label_bytes": s.label_bytes,
-            "classes": s.classes, "record_bytes": s.record, "shards": entries}
+            "classes": s.classes, "record_bytes": s.record, "shards": entries,
+            "full": {"file": FULL_NAME, "images": sum(len(x) for x in shards), "md5": md5sum(full)}}
     tmp = out / "shards.json.tmp"
     tmp.write_text(json.dumps(meta, indent=1))
     tmp.rename(out / "shards.json")  # written last: its presence means the shards are complete

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import jinja2
 
 from . import layout
-from .datasets import shard_name
+from .datasets import FULL_NAME, shard_name
 from .errors import UserError
 from .matrix import SYSTEMS
 from .paths import BENCH
@@ -42,6 +42,7 @@ class Process:
     pid: int = 0
     rc: object = None
     progress: dict = field(default_factory=dict)
+    service: bool = False  # runs until the harness stops it (TensorFlow ps and async workers)
 
     @property
     def label(self):
@@ -51,6 +52,7 @@ class Process:
 def environment():
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(BENCH / "templates")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True,
                              autoescape=False)
     env.filters["q"] = lambda value: shlex.quote(str(value))
     return env
@@ -60,8 +62,11 @@ def prepare(cell, run_id, nodes, stack, shards, resolve=None):
     """The processes of a cell with their rendered scripts and cell.json. `resolve(node, path)`
     turns `~/` paths into absolute ones (asks the node); a dry run passes one that does not."""
     resolve = resolve or (lambda node, path: node.path(path))
-    template = environment().get_template(SYSTEMS[cell.system]["template"])
+    system = SYSTEMS[cell.system]
+    template = environment().get_template(system["template"])
     python_rel = stack.env(cell.framework)
+    used = nodes[:cell.nodes]
+    data_dirs = ["%s/data/%s" % (resolve(n, n.host.workdir), shards["id"]) for n in used]
     processes = []
     for node, role, rank in layout.roles(cell, nodes):
         host = node.host
@@ -71,16 +76,28 @@ def prepare(cell, run_id, nodes, stack, shards, resolve=None):
         config.update(
             run_id=run_id, cell_id=cell.id, node=node.name, role=role, rank=rank,
             world_size=cell.nodes, threads=host.vcpus, interface=host.cluster_interface,
+            input_size=cell.input_size, address=host.address,
             out_dir=out_dir, classes=shards["classes"], label_bytes=shards["label_bytes"],
-            shard="%s/data/%s/%s" % (workdir, shards["id"],
-                                     shard_name(rank, cell.nodes)))
+            shard="%s/%s" % (data_dirs[rank], shard_name(rank, cell.nodes)),
+            full_data="%s/%s" % (data_dirs[rank], FULL_NAME),
+            full_data_by_worker=["%s/%s" % (d, FULL_NAME) for d in data_dirs],
+            worker_nodes=[n.name for n in used], sharing=sharing(cell, nodes, node))
         variables = dict(config, system=cell.system, master_addr=nodes[0].host.address,
-                         master_port=nodes[0].host.base_port,
+                         master_port=layout.port(nodes[0], "torch_master"),
+                         scheduler_addr=nodes[0].host.address,
+                         scheduler_port=layout.port(nodes[0], "mxnet_scheduler"),
+                         tf_config=layout.tf_config(cell, nodes, role, rank),
                          code_dir=workdir + "/code",
                          python=python_rel.python(resolve(node, host.env_root)))
         processes.append(Process(node=node, role=role, rank=rank, out_dir=out_dir,
-                                 script=template.render(**variables), config=config))
+                                 script=template.render(**variables), config=config,
+                                 service=role in system.get("services", ())))
     return processes
+
+
+def sharing(cell, nodes, node):
+    """The roles of this cell that share `node` (recorded in every result: fairness)."""
+    return ["%s-%d" % (role, rank) for n, role, rank in layout.roles(cell, nodes) if n is node]
 
 
 def start(processes):
@@ -99,12 +116,13 @@ def _write(node, path, text):
 
 
 def poll(proc):
-    """Refresh progress, exit code and liveness of one process in one round trip."""
-    out = proc.node.run("cd %s && cat progress.json 2>/dev/null; echo; echo '#rc'; "
-                        "cat rc 2>/dev/null; echo '#ps'; ps -o stat= -p %d"
+    """Refresh progress, exit code and liveness of one process in one round trip. Liveness
+    is read before rc: a process seen dead has already written its rc, if it ever will."""
+    out = proc.node.run("cd %s && cat progress.json 2>/dev/null; echo; echo '#ps'; "
+                        "ps -o stat= -p %d; echo '#rc'; cat rc 2>/dev/null"
                         % (shlex.quote(proc.out_dir), proc.pid), check=False).stdout
-    progress_text, rest = out.split("#rc", 1)
-    rc_text, ps_text = rest.split("#ps", 1)
+    progress_text, rest = out.split("#ps", 1)
+    ps_text, rc_text = rest.split("#rc", 1)
     try:
         proc.progress = json.loads(progress_text) if progress_text.strip() else proc.progress
     except ValueError:
@@ -125,8 +143,8 @@ def watch(cell, processes, timeout, display):
                   (p.rc is None and not alive[p.label])]
         if failed:
             return "failed", "; ".join(_death(p) for p in failed)
-        if all(p.rc == 0 for p in processes):
-            return "succeeded", ""
+        if all(p.rc == 0 for p in processes if not p.service):
+            return stop_services(processes)
         if time.monotonic() - started > timeout:
             return "failed", "timeout after %d s (raise it with --timeout)" % timeout
         time.sleep(POLL_SECONDS)
@@ -136,6 +154,23 @@ def _death(proc):
     if proc.rc is None:
         return "%s died without an exit code (killed?)" % proc.label
     return "%s exited with %d" % (proc.label, proc.rc)
+
+
+def stop_services(processes):
+    """The others are done: SIGTERM the services, which record their end and exit 0."""
+    services = [p for p in processes if p.service]
+    stop(services)
+    unclean = [p.label for p in services if _result_status(p) != "succeeded"]
+    if unclean:
+        return "failed", "%s did not stop cleanly on SIGTERM" % ", ".join(unclean)
+    return "succeeded", ""
+
+
+def _result_status(proc):
+    try:
+        return json.loads(proc.node.read_text(proc.out_dir + "/result.json") or "{}").get("status")
+    except ValueError:
+        return None
 
 
 def stop(processes):
@@ -190,6 +225,8 @@ def check_ready(cell, nodes, stack, shards):
             "its data shard": "%s/data/%s/%s" % (workdir, shards["id"],
                                                  shard_name(rank, cell.nodes)),
         }
+        if cell.system == "tensorflow-async":
+            needed["the whole training set"] = "%s/data/%s/%s" % (workdir, shards["id"], FULL_NAME)
         for what, path in needed.items():
             if node.run("test -e %s" % shlex.quote(path), check=False).exited != 0:
                 raise UserError("%s: %s is missing (%s)" % (node.name, what, path),

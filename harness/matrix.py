@@ -15,13 +15,22 @@ BENCHMARKS = {
     "resnet50-cifar100": ("resnet50", "cifar100"),
 }
 
-# system-mode -> framework, mode, the roles each node runs. Only the modes whose templates and
-# trainers exist are listed; adding one = a template, a trainer folder, an entry here.
+# system-mode -> framework, mode, launch template (roles per node: harness/layout.py). Adding
+# one = a template, a trainer folder, an entry here.
+# `services`: roles that never exit on their own; the harness stops them once the others are done.
 SYSTEMS = {
+    "tensorflow-sync": {"framework": "tensorflow", "mode": "sync",
+                        "template": "tensorflow-sync.sh.j2"},
+    "tensorflow-async": {"framework": "tensorflow", "mode": "async",
+                         "template": "tensorflow-async.sh.j2", "services": ("ps", "worker")},
     "pytorch-sync": {"framework": "pytorch", "mode": "sync", "template": "pytorch-sync.sh.j2"},
+    "mxnet-sync": {"framework": "mxnet", "mode": "sync", "template": "mxnet-sync.sh.j2"},
+    "mxnet-async": {"framework": "mxnet", "mode": "async", "template": "mxnet-async.sh.j2"},
 }
 
-NETWORKS_BUILT = {"pytorch": ("lenet5",)}
+ALL_NETWORKS = ("lenet5", "alexnet", "resnet18", "resnet50")
+NETWORKS_BUILT = {"tensorflow": ALL_NETWORKS, "pytorch": ALL_NETWORKS, "mxnet": ALL_NETWORKS}
+INPUT_SIZE = {"alexnet": 64}  # Table IV: 64x64 for AlexNet, 32x32 otherwise
 
 # Generous upper bound on one step (s) on a 4-vCPU node; sets the default cell timeout.
 STEP_BOUND = {"lenet5": 2, "alexnet": 20, "resnet18": 20, "resnet50": 40}
@@ -33,8 +42,9 @@ PROFILES = {
               "steps": 396, "warmup": 10, "data": "real"},
     "quick": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 1,
               "steps": 30, "warmup": 5, "data": "synthetic"},
+    # every system-mode, about 10 steps: a check that everything runs, not a measurement
     "smoke": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
-              "steps": 20, "warmup": 3, "data": "synthetic"},
+              "steps": 12, "warmup": 2, "data": "synthetic"},
 }
 LOCAL_BATCH = 42  # Table IV: global 126 over 3 workers
 
@@ -71,6 +81,10 @@ class Cell:
     @property
     def total_steps(self):
         return self.epochs * self.steps_per_epoch
+
+    @property
+    def input_size(self):
+        return INPUT_SIZE.get(self.network, 32)
 
     def default_timeout(self):
         return STARTUP_BOUND + self.total_steps * STEP_BOUND[self.network]

@@ -100,6 +100,11 @@ def test_prepare_writes_shards_with_checksums():
         assert hashlib.md5(path.read_bytes()).hexdigest() == entry["md5"]
         labels, images = read_shard(str(path), 1)
         assert len(labels) == 16666 and images.shape[1:] == (3, 32, 32)
+    # the whole set for asynchronous TensorFlow workers: every shard, in rank order
+    full = (folder / meta["full"]["file"]).read_bytes()
+    assert meta["full"]["images"] == 3 * 16666
+    assert hashlib.md5(full).hexdigest() == meta["full"]["md5"]
+    assert full == b"".join((folder / e["file"]).read_bytes() for e in meta["shards"])
 
 
 def make_archive(path, folder, files):

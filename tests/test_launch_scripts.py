@@ -13,12 +13,33 @@ from harness.errors import UserError
 SHARDS = {"id": "cifar10-synthetic-seed0", "classes": 10, "label_bytes": 1}
 
 
-def test_smoke_profile_is_one_lenet_cell_of_about_20_steps():
+def test_smoke_profile_is_every_system_mode_on_lenet_for_about_10_steps():
     cells = matrix.plan("smoke", 3)
-    assert [(c.benchmark, c.system, c.nodes) for c in cells] == \
-        [("lenet5-cifar10", "pytorch-sync", 3)]
-    assert cells[0].total_steps == 20 and cells[0].local_batch == 42
-    assert 0 < cells[0].warmup_steps < 20
+    assert sorted(c.system for c in cells) == sorted(matrix.SYSTEMS)
+    assert len(matrix.SYSTEMS) == 5
+    assert {(c.benchmark, c.nodes, c.total_steps, c.local_batch) for c in cells} == \
+        {("lenet5-cifar10", 3, 12, 42)}
+    assert all(0 < c.warmup_steps < 12 for c in cells)
+
+
+def test_paper_and_quick_profiles_are_tables_iii_and_iv():
+    paper = matrix.plan("paper", 3)
+    assert len(paper) == 30 and len({(c.benchmark, c.system) for c in paper}) == 30
+    assert {(c.epochs, c.steps_per_epoch, c.local_batch * c.nodes, c.data) for c in paper} == \
+        {(10, 396, 126, "real")}
+    assert {c.input_size for c in paper if c.network == "alexnet"} == {64}
+    assert {c.input_size for c in paper if c.network != "alexnet"} == {32}
+    quick = matrix.plan("quick", 3)
+    assert len(quick) == 30 and {(c.epochs, c.steps_per_epoch) for c in quick} == {(1, 30)}
+
+
+def test_filters_and_overrides():
+    cells = matrix.plan("paper", 3, benchmarks="resnet18-cifar100,alexnet-cifar10",
+                        systems="mxnet-async", epochs=2, steps=7)
+    assert [(c.benchmark, c.system) for c in cells] == \
+        [("resnet18-cifar100", "mxnet-async"), ("alexnet-cifar10", "mxnet-async")]
+    assert {(c.epochs, c.steps_per_epoch, c.dataset) for c in cells} == \
+        {(2, 7, "cifar100"), (2, 7, "cifar10")}
 
 
 def test_cell_id_is_stable_and_follows_settings():
@@ -51,8 +72,12 @@ def exports(script):
     return found
 
 
+def smoke_cell(system, nodes=3):
+    return matrix.plan("smoke", nodes, systems=system)[0]
+
+
 def test_pytorch_script_carries_the_inventory():
-    cell = matrix.plan("smoke", 3)[0]
+    cell = smoke_cell("pytorch-sync")
     procs = render_local(cell)
     assert [(p.node.name, p.role, p.rank) for p in procs] == \
         [("node1", "worker", 0), ("node2", "worker", 1), ("node3", "worker", 2)]
@@ -67,8 +92,54 @@ def test_pytorch_script_carries_the_inventory():
     assert procs[0].config["threads"] == 1 and procs[0].config["local_batch"] == 42
 
 
-def test_hostile_paths_cannot_inject_commands(tmp_path):
-    """A workdir full of shell syntax stays one literal path in the rendered script."""
+def test_mxnet_places_scheduler_servers_workers():
+    procs = render_local(smoke_cell("mxnet-sync"))
+    assert [(p.node.name, p.role, p.rank) for p in procs] == [
+        ("node1", "scheduler", 0), ("node1", "server", 0), ("node2", "server", 1),
+        ("node3", "server", 2), ("node1", "worker", 0), ("node2", "worker", 1),
+        ("node3", "worker", 2)]
+    env = exports(procs[5].script)
+    assert env["DMLC_ROLE"] == "worker" and env["DMLC_PS_ROOT_URI"] == "127.0.0.1"
+    assert env["DMLC_PS_ROOT_PORT"] == "29501" and env["DMLC_NUM_WORKER"] == "3"
+    assert env["DMLC_NUM_SERVER"] == "3" and env["DMLC_INTERFACE"] == "lo"
+    assert "# KVStore type of the workers: dist_sync" in procs[5].script
+    assert "dist_async" in render_local(smoke_cell("mxnet-async"))[5].script
+    assert procs[0].config["sharing"] == ["scheduler-0", "server-0", "worker-0"]
+    assert procs[5].config["sharing"] == ["server-1", "worker-1"]
+    assert not any(p.service for p in procs)
+
+
+def test_tensorflow_sync_config_from_the_inventory():
+    procs = render_local(smoke_cell("tensorflow-sync"))
+    assert [(p.role, p.rank) for p in procs] == [("worker", 0), ("worker", 1), ("worker", 2)]
+    env = exports(procs[1].script)
+    assert json.loads(env["TF_CONFIG"]) == {
+        "cluster": {"worker": ["127.0.0.1:29510", "127.0.0.1:29610", "127.0.0.1:29710"]},
+        "task": {"type": "worker", "index": 1}}
+    assert env["TF_USE_LEGACY_KERAS"] == "1" and env["OMP_NUM_THREADS"] == "1"
+    assert "-m bench.tensorflow.train" in procs[1].script
+
+
+def test_tensorflow_async_chief_ps_and_workers():
+    procs = render_local(smoke_cell("tensorflow-async"))
+    roles = [(p.node.name, p.role, p.rank, p.service) for p in procs]
+    assert roles[0] == ("node1", "chief", 0, False)
+    assert roles[1:] == [(n, r, i, True) for r in ("ps", "worker")
+                         for i, n in enumerate(("node1", "node2", "node3"))]
+    cluster = json.loads(exports(procs[0].script)["TF_CONFIG"])["cluster"]
+    assert cluster == {"chief": ["127.0.0.1:29512"],
+                       "ps": ["127.0.0.1:29511", "127.0.0.1:29611", "127.0.0.1:29711"],
+                       "worker": ["127.0.0.1:29510", "127.0.0.1:29610", "127.0.0.1:29710"]}
+    assert "-m bench.tensorflow.train" in procs[0].script
+    assert all("-m bench.tensorflow.server" in p.script for p in procs[1:])
+    # asynchronous workers each read the whole training set from their own node
+    assert procs[0].config["full_data_by_worker"][2].endswith(
+        "/node3/data/cifar10-synthetic-seed0/full.bin")
+
+
+@pytest.mark.parametrize("system", sorted(matrix.SYSTEMS))
+def test_hostile_paths_cannot_inject_commands(tmp_path, system):
+    """A workdir full of shell syntax stays one literal path in every rendered script."""
     evil = str(tmp_path / "w $(touch INJECTED1) `touch INJECTED2`; touch INJECTED3 '\"")
     inv_file = tmp_path / "inv.yml"
     inv_file.write_text(textwrap.dedent("""\
@@ -87,14 +158,14 @@ def test_hostile_paths_cannot_inject_commands(tmp_path):
         """) % json.dumps(evil))
     inv = inventory.load(inv_file)
     assert inv.hosts[0].workdir == evil
-    cell = matrix.plan("smoke", 1)[0]
-    proc = launch.prepare(cell, "run1", nodes.connect_all(inv), stacks.load("current"),
-                          SHARDS)[0]
-    os.makedirs(proc.out_dir)
-    script = tmp_path / "run.sh"
-    script.write_text(proc.script)
-    subprocess.run(["bash", str(script)], cwd=str(tmp_path), capture_output=True, timeout=30)
-    leftovers = [p for p in tmp_path.rglob("INJECTED*")]
-    assert leftovers == []
-    # the script did run: it reached the python line (absent here) and wrote its exit code
-    assert (open(os.path.join(proc.out_dir, "rc")).read().strip()) == "127"
+    cell = smoke_cell(system, nodes=1)
+    procs = launch.prepare(cell, "run1", nodes.connect_all(inv), stacks.load("current"), SHARDS)
+    for proc in procs:
+        os.makedirs(proc.out_dir)
+        script = tmp_path / "run.sh"
+        script.write_text(proc.script)
+        subprocess.run(["bash", str(script)], cwd=str(tmp_path), capture_output=True,
+                       timeout=30)
+        # the script did run: it reached the python line (absent here) and wrote its rc
+        assert (open(os.path.join(proc.out_dir, "rc")).read().strip()) == "127"
+    assert [p for p in tmp_path.rglob("INJECTED*")] == []

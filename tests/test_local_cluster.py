@@ -1,111 +1,136 @@
-"""End to end on the local cluster: real ansible-playbook, real DDP over Gloo, three workers.
+"""End to end on the local cluster: real ansible-playbook, and the five system-modes for real
+(TensorFlow over gRPC, PyTorch DDP over Gloo, MXNet KVStore over ps-lite), three nodes.
 
 Runs the user's own commands (`invoke provision bench collect analyze`) as subprocesses.
 """
 import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import psutil
 import pytest
 
-from harness.paths import REPO
+from harness.matrix import SYSTEMS
+from tests.conftest import invoke
 
 pytestmark = pytest.mark.cluster
-INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
 PHASES = ("step", "loading", "forward", "backward", "communication")
-
-
-def invoke(*args, check=True):
-    result = subprocess.run([INVOKE, *args], cwd=str(REPO), capture_output=True, text=True,
-                            timeout=1200)
-    if check and result.returncode != 0:
-        raise AssertionError("invoke %s failed (%d):\n%s\n%s" % (
-            " ".join(args), result.returncode, result.stdout[-3000:], result.stderr[-3000:]))
-    return result
+SYNC = [s for s in SYSTEMS if SYSTEMS[s]["mode"] == "sync"]
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def smoke_run(provisioned, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
-    invoke("provision")
     bench = invoke("bench", "--results", str(results))
     invoke("collect", "--results", str(results))
     analyze = invoke("analyze", "--results", str(results))
     (run,) = [p for p in results.iterdir() if p.is_dir()]
-    return {"run": run, "bench_out": bench.stdout, "analyze_out": analyze.stdout}
+    cells = {json.loads(p.read_text())["settings"]["system"]: p.parent
+             for p in run.glob("*/status.json")}
+    records = [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
+    return {"run": run, "cells": cells, "records": records, "bench_out": bench.stdout,
+            "analyze_out": analyze.stdout}
 
 
-def results_of(run):
-    return {p.parent.parent.name: json.loads(p.read_text())
-            for p in run.glob("*/*/worker-*/result.json")}
+def results_in(cell_dir):
+    """(node, process folder) -> result.json for every process of a cell."""
+    return {(p.parent.parent.name, p.parent.name): json.loads(p.read_text())
+            for p in cell_dir.glob("*/*/result.json")}
 
 
-def test_cell_succeeded_and_every_worker_reported_every_phase(smoke_run):
-    run = smoke_run["run"]
-    (status_file,) = run.glob("*/status.json")
-    status = json.loads(status_file.read_text())
-    assert status["status"] == "succeeded", status
-    results = results_of(run)
-    assert sorted(results) == ["node1", "node2", "node3"]
-    for node, result in results.items():
-        summary = result["summary"]
-        assert result["status"] == "succeeded"
+def test_every_system_mode_ran_and_every_process_reported(smoke_run):
+    assert sorted(smoke_run["cells"]) == sorted(SYSTEMS)
+    for system, cell_dir in smoke_run["cells"].items():
+        status = json.loads((cell_dir / "status.json").read_text())
+        assert status["status"] == "succeeded", (system, status.get("reason"))
+        expected = {(p["node"], "%s-%d" % (p["role"], p["rank"])) for p in status["processes"]}
+        results = results_in(cell_dir)
+        assert set(results) == expected, system
+        assert all(r["status"] == "succeeded" for r in results.values()), system
+    # the placements of the paper: a parameter-server mode puts 3 + 3 + 1 processes on 3 nodes
+    assert len(results_in(smoke_run["cells"]["mxnet-sync"])) == 7
+    assert len(results_in(smoke_run["cells"]["tensorflow-async"])) == 7
+
+
+def test_every_worker_has_every_phase(smoke_run):
+    for system in SYSTEMS:
+        found = {(r["metric"], r["rank"]): r["value"] for r in smoke_run["records"]
+                 if r["system"] == system and r["role"] == "worker" and r["metric"] in PHASES}
         for phase in PHASES:
-            assert summary[phase] is not None and math.isfinite(summary[phase]), (node, phase)
-        assert summary["step"] > 0 and summary["forward"] > 0 and summary["backward"] > 0
-        assert summary["warmup_steps"] == 3 and summary["measured_steps"] == 17
-        assert len(result["steps"]) == 20
-        assert result["versions"]["torch"].startswith("2.13.0")
-        assert result["parameters"] == 62006  # LeNet-5 on 32x32x3, 10 classes
+            for rank in (0, 1, 2):
+                value = found.get((phase, rank))
+                assert value is not None and math.isfinite(value), (system, phase, rank)
+            assert found[("step", 0)] > 0 and found[("forward", 0)] > 0
+            assert found[("backward", 0)] > 0
 
 
-def test_all_ranks_trained_together(smoke_run):
-    results = results_of(smoke_run["run"])
-    assert sorted(r["config"]["rank"] for r in results.values()) == [0, 1, 2]
-    assert {r["config"]["world_size"] for r in results.values()} == {3}
-    assert len({len(r["steps"]) for r in results.values()}) == 1
+def test_sync_workers_ran_the_same_steps(smoke_run):
+    for system in SYNC:
+        workers = [r for (node, proc), r in results_in(smoke_run["cells"][system]).items()
+                   if proc.startswith("worker")]
+        assert len(workers) == 3
+        assert {len(r["steps"]) for r in workers} == {12}, system
+        assert {r["summary"]["measured_steps"] for r in workers} == {10}
+        assert sorted(r["config"]["rank"] for r in workers) == [0, 1, 2]
+
+
+def test_async_tensorflow_steps_come_from_every_worker(smoke_run):
+    results = results_in(smoke_run["cells"]["tensorflow-async"])
+    chief = results[("node1", "chief-0")]
+    assert len(chief["steps"]) == 3 * 12  # the same images per epoch as the other modes
+    assert sorted(chief["per_worker"]) == ["0", "1", "2"]
+    assert chief["per_worker"]["2"]["node"] == "node3"
+    servers = [r for (node, proc), r in results.items() if not proc.startswith("chief")]
+    assert all("SIGTERM" in r["stopped"] for r in servers)
+
+
+def test_versions_and_sharing_are_recorded(smoke_run):
+    versions = {"tensorflow": "2.21.0", "pytorch": "2.13.0", "mxnet": "1.9.1"}
+    module = {"tensorflow": "tensorflow", "pytorch": "torch", "mxnet": "mxnet"}
+    for system, cell_dir in smoke_run["cells"].items():
+        framework = SYSTEMS[system]["framework"]
+        for result in results_in(cell_dir).values():
+            assert result["versions"][module[framework]].startswith(versions[framework])
+    mxnet = results_in(smoke_run["cells"]["mxnet-async"])[("node1", "worker-0")]
+    assert mxnet["config"]["sharing"] == ["scheduler-0", "server-0", "worker-0"]
+    tf_chief = results_in(smoke_run["cells"]["tensorflow-async"])[("node1", "chief-0")]
+    assert tf_chief["config"]["sharing"] == ["chief-0", "ps-0", "worker-0"]
+    assert all(r["threads"] == 1 for r in smoke_run["records"] if r.get("threads") is not None)
 
 
 def test_memory_log_and_no_stray_processes(smoke_run):
-    run = smoke_run["run"]
-    status = json.loads(next(run.glob("*/status.json")).read_text())
-    for proc in status["processes"]:
-        assert not psutil.pid_exists(proc["pid"]) or \
-            psutil.Process(proc["pid"]).status() == psutil.STATUS_ZOMBIE
-    for memory in run.glob("*/*/worker-*/memory.csv"):
-        rows = memory.read_text().splitlines()
-        assert rows[0].startswith("time,elapsed_s,rss_mb")
-        assert len(rows) >= 3
-        assert any(",train," in row for row in rows[1:])
+    for cell_dir in smoke_run["cells"].values():
+        status = json.loads((cell_dir / "status.json").read_text())
+        for proc in status["processes"]:
+            assert not psutil.pid_exists(proc["pid"]) or \
+                psutil.Process(proc["pid"]).status() == psutil.STATUS_ZOMBIE
+        for memory in cell_dir.glob("*/*/memory.csv"):
+            rows = memory.read_text().splitlines()
+            assert rows[0].startswith("time,elapsed_s,rss_mb")
+            assert len(rows) >= 3, memory
 
 
 def test_records_manifest_and_report(smoke_run):
-    run = smoke_run["run"]
-    records = [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
-    metrics = {(r["metric"], r["rank"]) for r in records}
-    for phase in PHASES:
-        assert {(phase, rank) for rank in (0, 1, 2)} <= metrics
-    assert all(r["system"] == "pytorch-sync" and r["run_id"] == run.name for r in records)
+    run, records = smoke_run["run"], smoke_run["records"]
+    assert all(r["run_id"] == run.name for r in records)
     # gradients crossed the interface: at least one model's worth of bytes per step (62,006
     # float32 parameters); on the local cluster `lo` carries all three workers' traffic
-    sent = [r["value"] for r in records if r["metric"] == "net_bytes_sent_per_step"]
+    sent = [r["value"] for r in records
+            if r["metric"] == "net_bytes_sent_per_step" and r["system"] == "pytorch-sync"]
     assert len(sent) == 3 and min(sent) > 62006 * 4
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["git"]["commit"]
     assert manifest["installed"]["node1"]["pytorch"]["packages"]["torch"].startswith("2.13.0")
     assert manifest["host_facts"]["node2"]["cpu_count"] >= 1
     report = (run / "analysis" / "report.md").read_text()
-    assert "torch 2.13.0" in report and "succeeded" in report
+    assert "torch 2.13.0" in report and "tensorflow 2.21.0" in report
+    for system in SYSTEMS:
+        assert system in report
     for ext in ("png", "pdf"):
         assert (run / "analysis" / ("fig3_execution_time." + ext)).stat().st_size > 1000
     assert str(run / "analysis" / "report.md") in smoke_run["analyze_out"]
 
 
-def test_provision_rerun_changes_nothing(smoke_run):
+def test_provision_rerun_changes_nothing(provisioned):
     out = invoke("provision").stdout
     assert "changed=0 over 3 nodes" in out
 
@@ -121,15 +146,18 @@ def test_expected_errors_exit_2_without_traceback():
 
 def test_dry_run_touches_no_node(tmp_path):
     result = invoke("bench", "--dry-run", "--results", str(tmp_path))
-    assert "1 cell(s)" in result.stdout
-    assert result.stdout.count("export MASTER_PORT=29500") == 3
+    assert "5 cell(s)" in result.stdout
+    assert result.stdout.count("export MASTER_PORT=29500") == 3  # the pytorch cell's workers
+    assert result.stdout.count("export DMLC_ROLE=server") == 6  # 3 per MXNet cell
     assert list(tmp_path.iterdir()) == []
+    paper = invoke("bench", "--dry-run", "--profile", "paper", "--results", str(tmp_path))
+    assert "30 cell(s)" in paper.stdout
 
 
 def test_timeout_stops_every_worker_and_keeps_the_record(smoke_run, tmp_path):
     """A cell that overruns its timeout is failed, killed on every node by pid, and recorded."""
-    result = invoke("bench", "--results", str(tmp_path), "--epochs", "100", "--timeout", "12",
-                    check=False)
+    result = invoke("bench", "--results", str(tmp_path), "--systems", "pytorch-sync",
+                    "--epochs", "100", "--timeout", "12", check=False)
     assert result.returncode == 0, result.stderr  # a failed cell is reported, not a crash
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     status = json.loads(next(run.glob("*/status.json")).read_text())

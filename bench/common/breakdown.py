@@ -2,7 +2,9 @@
 
   loading        time blocked on the next batch, measured in the timed run
   forward        compute only: median forward time of the calibration (communication off)
-  backward       compute only: median backward + local weight-update time of the calibration
+  backward       compute only: median backward time of the calibration, plus the median local
+                 weight update where the worker applies the update itself (all-reduce modes;
+                 in parameter-server modes the servers update, and that is not worker compute)
   communication  step - (loading + forward + backward)
 
 Warm-up steps are run, counted, and excluded from every mean.
@@ -10,12 +12,14 @@ Warm-up steps are run, counted, and excluded from every mean.
 from .timer import mean, median
 
 
-def summarise(steps, calibration):
+def summarise(steps, calibration, worker_updates):
     measured = [s for s in steps if not s.get("warmup")]
     step = mean(s["total"] for s in measured)
     loading = mean(s.get("loading", 0.0) for s in measured)
     forward = median(calibration["forward"])
     backward = median(calibration["backward"])
+    if worker_updates and calibration.get("update"):
+        backward += median(calibration["update"])
     summary = {
         "measured_steps": len(measured),
         "warmup_steps": len(steps) - len(measured),
@@ -24,8 +28,11 @@ def summarise(steps, calibration):
         "forward": forward,
         "backward": backward,
         "communication": step - (loading + forward + backward),
+        "calibration_update": median(calibration.get("update") or []),
     }
-    # What the timed run saw around each call: includes any communication overlapped with it.
+    # Timers around each call in the timed run, where a framework's calls are synchronous:
+    # they include any communication overlapped with the call.
     for phase in ("forward_wall", "backward_wall", "update_wall"):
-        summary[phase] = mean(s.get(phase, 0.0) for s in measured)
+        if any(phase in s for s in measured):
+            summary[phase] = mean(s.get(phase, 0.0) for s in measured)
     return summary

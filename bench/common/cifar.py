@@ -26,3 +26,15 @@ STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32).reshape(3, 1, 1)
 def normalise(image_uint8):
     """One CHW uint8 image -> float32, scaled to [0, 1] and standardised per channel."""
     return (image_uint8.astype(np.float32) / 255.0 - MEAN) / STD
+
+
+def load(path, label_bytes, input_size):
+    """The shard, resized once to input_size (a multiple of 32) by pixel repetition: every
+    framework sees the same pixels (AlexNet: 64x64, Table IV)."""
+    labels, images = read_shard(path, label_bytes)
+    factor = input_size // 32
+    if factor * 32 != input_size or factor < 1:
+        raise ValueError("input size %d is not a multiple of 32" % input_size)
+    if factor > 1:
+        images = images.repeat(factor, axis=2).repeat(factor, axis=3)
+    return labels, images

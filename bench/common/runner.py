@@ -48,3 +48,14 @@ def run(config, train, versions):
 
 def log(config, message):
     print("[%s rank %d] %s" % (config.get("node", "?"), config["rank"], message), flush=True)
+
+
+def installed_version(name):
+    """A distribution's version without importing it (importing mxnet in a server role runs
+    the server; tf-keras has no __version__ when loaded through TF_USE_LEGACY_KERAS)."""
+    try:
+        from importlib import metadata  # novermin (guarded: falls back below on 3.6)
+        return metadata.version(name)
+    except ImportError:  # Python < 3.8 (the paper stack)
+        import pkg_resources
+        return pkg_resources.get_distribution(name).version

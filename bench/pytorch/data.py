@@ -3,22 +3,22 @@ each image is converted and normalised again every epoch, as the paper describes
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from bench.common.cifar import normalise, read_shard
+from bench.common import cifar
 
 
 class ShardDataset(Dataset):
-    def __init__(self, path, label_bytes):
-        self.labels, self.images = read_shard(path, label_bytes)
+    def __init__(self, path, label_bytes, input_size):
+        self.labels, self.images = cifar.load(path, label_bytes, input_size)
 
     def __len__(self):
         return len(self.labels)
 
     def __getitem__(self, index):
-        return torch.from_numpy(normalise(self.images[index])), int(self.labels[index])
+        return torch.from_numpy(cifar.normalise(self.images[index])), int(self.labels[index])
 
 
 def loader(config):
-    dataset = ShardDataset(config["shard"], config["label_bytes"])
+    dataset = ShardDataset(config["shard"], config["label_bytes"], config["input_size"])
     needed = config["steps_per_epoch"] * config["local_batch"]
     if len(dataset) < needed:
         raise ValueError("shard %s has %d images; %d steps of %d need %d"

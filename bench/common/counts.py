@@ -1,0 +1,16 @@
+"""`python -m bench.<framework>.models` prints every network's trainable parameter count as
+JSON, so the harness and the tests compare the frameworks' architectures (Table II)."""
+import json
+
+NETWORKS = ("lenet5", "alexnet", "resnet18", "resnet50")
+CLASSES = (10, 100)
+
+
+def input_size(network):
+    return 64 if network == "alexnet" else 32  # Table IV
+
+
+def print_counts(count):
+    """count(network, classes, input_size) -> trainable parameters."""
+    table = {n: {str(c): int(count(n, c, input_size(n))) for c in CLASSES} for n in NETWORKS}
+    print(json.dumps(table, sort_keys=True))

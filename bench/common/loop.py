@@ -1,0 +1,68 @@
+"""The timed loop and the calibration, shared by every framework's trainer.
+
+A trainer supplies small callables; the loop owns the timing, warm-up marking, progress and
+logging, so every framework is timed the same way (docs/methodology.md).
+"""
+import time
+
+from .runner import log
+from .timer import StepTimer
+
+
+def timed_steps(config, sampler, epoch_batches, train_step):
+    """Run epochs x steps_per_epoch steps.
+
+    epoch_batches(epoch) -> an iterator of batches for that epoch;
+    train_step(batch, timer) runs one step; it may call timer.lap(name) for its own phases
+    and must return only when the step's work is finished (the framework synchronised).
+    Returns ({steps, train_seconds, net_bytes_sent, net_bytes_recv}, the last batch).
+    """
+    net_before, started = sampler.net_counters(), time.time()
+    timer = StepTimer()
+    total = config["epochs"] * config["steps_per_epoch"]
+    batch = None
+    for epoch in range(config["epochs"]):
+        batches = epoch_batches(epoch)
+        for _ in range(config["steps_per_epoch"]):
+            index = len(timer.steps)
+            sampler.progress(phase="train", step=index)
+            timer.start_step()
+            batch = next(batches)
+            timer.lap("loading")
+            loss = train_step(batch, timer)
+            step = timer.end_step(epoch=epoch, warmup=index < config["warmup_steps"])
+            if loss is not None:
+                step["loss"] = float(loss)
+            if index % max(1, total // 10) == 0 or index == total - 1:
+                log(config, "step %d/%d %.3fs" % (index + 1, total, step["total"]))
+    sampler.progress(step=total)
+    train_seconds = time.time() - started
+    net_after = sampler.net_counters()
+    return {"steps": timer.steps, "train_seconds": train_seconds,
+            "net_bytes_sent": net_after[0] - net_before[0],
+            "net_bytes_recv": net_after[1] - net_before[1]}, batch
+
+
+def calibrate(config, sampler, forward, forward_backward, update=None):
+    """Compute with communication off, on this node: median-ready lists of seconds.
+
+    forward() and forward_backward() each run (and synchronise) one pass on a local copy of the
+    model with a fixed batch; update() applies one local weight update, where the worker does
+    that itself. backward = forward_backward - forward, per repetition.
+    """
+    sampler.progress(phase="calibrate")
+    times = {"forward": [], "backward": [], "update": []}
+    for i in range(config["calibration_warmup"] + config["calibration_steps"]):
+        t0 = time.perf_counter()
+        forward()
+        t1 = time.perf_counter()
+        forward_backward()
+        t2 = time.perf_counter()
+        if update is not None:
+            update()
+        t3 = time.perf_counter()
+        if i >= config["calibration_warmup"]:
+            times["forward"].append(t1 - t0)
+            times["backward"].append(max(0.0, (t2 - t1) - (t1 - t0)))
+            times["update"].append(t3 - t2)
+    return times

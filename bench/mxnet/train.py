@@ -1,0 +1,111 @@
+"""mxnet-sync / mxnet-async: Gluon with a distributed KVStore (`dist_sync` / `dist_async`).
+
+A worker: `python -m bench.mxnet.train cell.json` with DMLC_ROLE=worker and the DMLC_*
+variables set by the launch script. Servers and the scheduler run bench/mxnet/server.py.
+The optimizer runs on the servers (update_on_kvstore), as in MXNet's parameter-server design.
+"""
+import sys
+import tempfile
+
+import mxnet as mx
+import numpy
+from mxnet import autograd, gluon
+
+from bench.common import loop, runner
+from bench.common.breakdown import summarise
+from bench.mxnet import data, models
+
+
+def build(config, batch_shape):
+    mx.random.seed(config["seed"])
+    net = models.build(config["network"], config["classes"])
+    net.initialize(mx.init.Xavier(), ctx=mx.cpu())
+    net.hybridize(static_alloc=True, static_shape=True)
+    net(mx.nd.zeros(batch_shape))  # infer shapes now, not inside the first timed step
+    return net
+
+
+def batches(loader):
+    """Loader worker processes hand batches over in shared memory (cpu_shared); the copy to
+    the compute context is part of loading."""
+    ctx = mx.cpu()
+    for x, y in loader:
+        yield x.as_in_context(ctx), y.as_in_context(ctx)
+
+
+def sgd(config):
+    return {"learning_rate": config["lr"], "momentum": config["momentum"]}
+
+
+def make_step(config, net, trainer):
+    """One step. MXNet's engine is asynchronous: the step ends at waitall(), so the time
+    includes the push/pull to the servers that trainer.step() queued."""
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    # dist_sync servers sum the workers' gradients: scale by the global batch, as DDP averages
+    scale = config["local_batch"] * (config["world_size"] if config["mode"] == "sync" else 1)
+
+    def step(batch, timer):
+        x, y = batch
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(scale)
+        mx.nd.waitall()
+        return None
+    return step
+
+
+def calibrate(config, sampler, net, batch):
+    """A local copy of the network with a local trainer: no KVStore, no servers."""
+    local = build(config, batch[0].shape)
+    with tempfile.NamedTemporaryFile(suffix=".params") as handle:
+        net.save_parameters(handle.name)
+        local.load_parameters(handle.name, ctx=mx.cpu())
+    trainer = gluon.Trainer(local.collect_params(), "sgd", sgd(config), kvstore=None)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    x, y = batch
+
+    def forward():
+        with autograd.record():
+            loss_fn(local(x), y)
+        mx.nd.waitall()
+
+    def forward_backward():
+        with autograd.record():
+            loss = loss_fn(local(x), y)
+        loss.backward()
+        mx.nd.waitall()
+
+    def update():
+        trainer.step(config["local_batch"])
+        mx.nd.waitall()
+
+    return loop.calibrate(config, sampler, forward, forward_backward, update)
+
+
+def train(config, sampler):
+    kvstore = mx.kv.create("dist_%s" % config["mode"])
+    loader = data.loader(config)
+    size = config["input_size"]
+    net = build(config, (config["local_batch"], 3, size, size))
+    trainer = gluon.Trainer(net.collect_params(), "sgd", sgd(config), kvstore=kvstore)
+    runner.log(config, "%s: %d parameters, kvstore %s rank %d of %d workers"
+               % (config["network"], models.parameter_count(net), kvstore.type, kvstore.rank,
+                  kvstore.num_workers))
+    result, batch = loop.timed_steps(config, sampler, lambda epoch: batches(loader),
+                                     make_step(config, net, trainer))
+    kvstore._barrier()  # calibrate only when every worker has finished the timed run
+    calibration = calibrate(config, sampler, net, batch)
+    result.update(calibration=calibration, parameters=models.parameter_count(net),
+                  kvstore_rank=kvstore.rank,
+                  summary=summarise(result["steps"], calibration, worker_updates=False))
+    return result
+
+
+def main(argv):
+    config = runner.load_config(argv)
+    runner.run(config, train, {"mxnet": mx.__version__, "numpy": numpy.__version__})
+
+
+if __name__ == "__main__":
+    main(sys.argv)

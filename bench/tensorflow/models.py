@@ -1,0 +1,100 @@
+"""Networks in tf.keras: the same architectures as bench/pytorch/models.py, in NHWC (the layout
+TensorFlow's CPU kernels support). PyTorch's symmetric padding is written as explicit
+ZeroPadding2D + `valid`, so every layer's output shape matches the other frameworks."""
+import tensorflow as tf
+
+layers = tf.keras.layers
+
+
+def lenet5(classes, size):
+    return tf.keras.Sequential([
+        tf.keras.Input((size, size, 3)),
+        layers.Conv2D(6, 5, activation="tanh"), layers.AveragePooling2D(2),
+        layers.Conv2D(16, 5, activation="tanh"), layers.AveragePooling2D(2),
+        layers.Flatten(),
+        layers.Dense(120, activation="tanh"), layers.Dense(84, activation="tanh"),
+        layers.Dense(classes)], name="lenet5")
+
+
+def alexnet(classes, size):
+    """At 64x64 the features end at 1x1x256; adaptive average pooling to 6x6 (as in the
+    PyTorch and MXNet versions) is then a 6x replication."""
+    if size != 64:
+        raise ValueError("alexnet: written for 64x64 input (Table IV), got %d" % size)
+    return tf.keras.Sequential([
+        tf.keras.Input((size, size, 3)),
+        layers.ZeroPadding2D(2), layers.Conv2D(64, 11, strides=4, activation="relu"),
+        layers.MaxPooling2D(3, 2),
+        layers.ZeroPadding2D(2), layers.Conv2D(192, 5, activation="relu"),
+        layers.MaxPooling2D(3, 2),
+        layers.ZeroPadding2D(1), layers.Conv2D(384, 3, activation="relu"),
+        layers.ZeroPadding2D(1), layers.Conv2D(256, 3, activation="relu"),
+        layers.ZeroPadding2D(1), layers.Conv2D(256, 3, activation="relu"),
+        layers.MaxPooling2D(3, 2),
+        layers.UpSampling2D(6),
+        layers.Flatten(),
+        layers.Dropout(0.5), layers.Dense(4096, activation="relu"),
+        layers.Dropout(0.5), layers.Dense(4096, activation="relu"),
+        layers.Dense(classes)], name="alexnet")
+
+
+def conv_bn(x, channels, kernel, stride=1, relu=True):
+    if kernel > 1:
+        x = layers.ZeroPadding2D(kernel // 2)(x)
+    x = layers.Conv2D(channels, kernel, strides=stride, use_bias=False)(x)
+    # PyTorch's momentum 0.1 is Keras's 0.9 (the weight of the running value)
+    x = layers.BatchNormalization(epsilon=1e-5, momentum=0.9)(x)
+    return layers.ReLU()(x) if relu else x
+
+
+def basic(x, width, stride):
+    shortcut = x
+    if stride != 1 or x.shape[-1] != width:
+        shortcut = conv_bn(x, width, 1, stride, relu=False)
+    y = conv_bn(conv_bn(x, width, 3, stride), width, 3, relu=False)
+    return layers.ReLU()(layers.Add()([y, shortcut]))
+
+
+def bottleneck(x, width, stride):
+    """ResNet v1.5: the stride sits on the 3x3 convolution."""
+    shortcut = x
+    if stride != 1 or x.shape[-1] != width * 4:
+        shortcut = conv_bn(x, width * 4, 1, stride, relu=False)
+    y = conv_bn(conv_bn(conv_bn(x, width, 1), width, 3, stride), width * 4, 1, relu=False)
+    return layers.ReLU()(layers.Add()([y, shortcut]))
+
+
+def resnet(block, depths, classes, size, name):
+    """The ImageNet form: 7x7/2 stem, 3x3/2 max-pool, four stages, global pool, one dense."""
+    inputs = tf.keras.Input((size, size, 3))
+    x = conv_bn(inputs, 64, 7, 2)
+    x = layers.MaxPooling2D(3, 2)(layers.ZeroPadding2D(1)(x))  # zeros are neutral after ReLU
+    for stage, depth in enumerate(depths):
+        for i in range(depth):
+            x = block(x, 64 * 2 ** stage, 2 if (i == 0 and stage > 0) else 1)
+    x = layers.GlobalAveragePooling2D()(x)
+    return tf.keras.Model(inputs, layers.Dense(classes)(x), name=name)
+
+
+NETWORKS = {
+    "lenet5": lenet5,
+    "alexnet": alexnet,
+    "resnet18": lambda classes, size: resnet(basic, (2, 2, 2, 2), classes, size, "resnet18"),
+    "resnet50": lambda classes, size: resnet(bottleneck, (3, 4, 6, 3), classes, size,
+                                             "resnet50"),
+}
+
+
+def build(network, classes, size):
+    if network not in NETWORKS:
+        raise ValueError("tensorflow: no network %r (have %s)" % (network, ", ".join(NETWORKS)))
+    return NETWORKS[network](classes, size)
+
+
+def parameter_count(model):
+    return int(sum(tf.size(v).numpy() for v in model.trainable_variables))
+
+
+if __name__ == "__main__":
+    from bench.common.counts import print_counts
+    print_counts(lambda network, classes, size: parameter_count(build(network, classes, size)))

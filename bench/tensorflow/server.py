@@ -1,0 +1,46 @@
+"""A tensorflow-async parameter server or worker: `python -m bench.tensorflow.server cell.json`
+with TF_CONFIG naming its job and index. It serves gRPC until the harness sends SIGTERM (after
+the chief has finished: TensorFlow's ps and workers never exit on their own), then records
+that it was stopped that way and exits 0. Its sampler logs its memory meanwhile."""
+import json
+import os
+import signal
+import sys
+import time
+
+from bench.common import runner
+
+STOP = []
+
+
+def on_term(signum, frame):
+    STOP.append(time.time())
+
+
+def serve(config, sampler):
+    import tensorflow as tf
+    from bench.tensorflow.train import set_threads
+    set_threads(config)
+    spec = json.loads(os.environ["TF_CONFIG"])
+    server = tf.distribute.Server(tf.train.ClusterSpec(spec["cluster"]),
+                                  job_name=spec["task"]["type"],
+                                  task_index=spec["task"]["index"], protocol="grpc", start=True)
+    runner.log(config, "serving %s (%s)" % (server.target, spec["task"]["type"]))
+    sampler.progress(phase=config["role"])
+    while not STOP:  # the main thread stays in Python so the signal handler runs
+        time.sleep(0.2)
+    return {"versions": {"tensorflow": tf.__version__},
+            "stopped": "SIGTERM from the harness after the chief finished"}
+
+
+def main(argv):
+    signal.signal(signal.SIGTERM, on_term)
+    config = runner.load_config(argv)
+    runner.run(config, serve, {})
+    # gRPC server threads do not stop cleanly at interpreter exit; the result is written
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,211 @@
+"""tensorflow-sync: MultiWorkerMirroredStrategy (RING all-reduce over gRPC), one worker per
+node, each reading its own shard. tensorflow-async: ParameterServerStrategy, the chief on node 1
+schedules steps that the workers run against the parameter servers; each worker reads the
+whole training set. TF_CONFIG is set by the launch script; so is TF_USE_LEGACY_KERAS=1.
+
+Run as `python -m bench.tensorflow.train cell.json` (sync workers and the async chief); the
+async ps and workers run bench/tensorflow/server.py.
+"""
+import sys
+import time
+
+import tensorflow as tf
+
+from bench.common import loop, runner
+from bench.common.breakdown import summarise
+from bench.tensorflow import data, models
+
+
+def set_threads(config):
+    """Before any op runs: the thread budget shared by all frameworks (methodology.md)."""
+    tf.config.threading.set_intra_op_parallelism_threads(config["threads"])
+    tf.config.threading.set_inter_op_parallelism_threads(config["interop_threads"])
+
+
+def sgd(config):
+    return tf.keras.optimizers.SGD(learning_rate=config["lr"], momentum=config["momentum"])
+
+
+def losses(config):
+    """Per-example cross-entropy averaged over the global batch: the all-reduce / ps sum of
+    the workers' gradients is then the global mean, as DDP's averaging."""
+    per_example = tf.keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
+    workers = config["world_size"] if config["mode"] == "sync" else 1
+    global_batch = config["local_batch"] * workers
+
+    def loss_fn(y, logits):
+        return tf.nn.compute_average_loss(per_example(y, logits), global_batch_size=global_batch)
+    return loss_fn
+
+
+def replica_step(config, model, optimizer):
+    loss_fn = losses(config)
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return step
+
+
+def calibrate(config, sampler, model, batch):
+    """A local copy of the model and a local optimizer: no collectives, no parameter servers.
+    The local step (forward, backward, update) is one function, as in training: splitting a TF
+    step into separate functions inflates it (../shared/NOTES.md). backward = step - forward."""
+    local = models.build(config["network"], config["classes"], config["input_size"])
+    local.set_weights(model.get_weights())
+    loss_fn = losses(config)
+    x, y = batch
+    forward_fn = tf.function(lambda: loss_fn(y, local(x, training=True)))
+    local_step = replica_step(config, local, sgd(config))
+    step_fn = tf.function(lambda: local_step(x, y))
+    return loop.calibrate(config, sampler, lambda: forward_fn().numpy(),
+                          lambda: step_fn().numpy())
+
+
+# --- tensorflow-sync --------------------------------------------------------------------------
+
+def train_sync(config, sampler):
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    with strategy.scope():
+        tf.keras.utils.set_random_seed(config["seed"])  # same initial weights everywhere
+        model = models.build(config["network"], config["classes"], config["input_size"])
+        step = replica_step(config, model, sgd(config))
+    images = data.image_count(config["shard"], config["label_bytes"])
+    dist = strategy.distribute_datasets_from_function(
+        lambda ctx: data.dataset(config, config["shard"], images,
+                                 config["seed"] + config["rank"]))
+    batches = iter(dist)
+    run = tf.function(lambda x, y: strategy.run(step, args=(x, y)))
+
+    def train_step(batch, timer):
+        # the local loss only: fetching it synchronises without another collective
+        return strategy.experimental_local_results(run(*batch))[0].numpy()
+
+    runner.log(config, "%s: %d parameters, %d workers (MultiWorkerMirrored, RING)"
+               % (config["network"], models.parameter_count(model),
+                  strategy.num_replicas_in_sync))
+    result, batch = loop.timed_steps(config, sampler, lambda epoch: batches, train_step)
+    local_batch = [strategy.experimental_local_results(t)[0] for t in batch]
+    calibration = calibrate(config, sampler, model, local_batch)
+    result.update(calibration=calibration, parameters=models.parameter_count(model),
+                  update_in_backward=True,
+                  summary=summarise(result["steps"], calibration, worker_updates=False))
+    return result
+
+
+# --- tensorflow-async (the chief) ---------------------------------------------------------------
+
+def worker_index():
+    """Which worker runs this closure (TF 2.12+); -1 where TensorFlow cannot tell (TF 2.5)."""
+    get = getattr(tf.distribute.coordinator, "experimental_get_current_worker_index", None)
+    return get() if get is not None else tf.constant(-1)
+
+
+def full_dataset_fn(config):
+    """Each worker reads the whole training set from its own disk."""
+    paths = tf.constant(config["full_data_by_worker"])
+    images = data.image_count(config["full_data"], config["label_bytes"])
+
+    def dataset_fn():
+        # no per-worker seed here (tf.data takes only a Python seed): each worker shuffles
+        # the whole set in its own, unseeded order
+        return data.dataset(config, paths[tf.maximum(worker_index(), 0)], images, None)
+    return dataset_fn
+
+
+def closure(step):
+    """One asynchronous step on whichever worker runs it, timed on that worker's clock:
+    start, batch ready, gradients applied on the parameter servers."""
+    def run(iterator):
+        start = tf.timestamp()
+        x, y = next(iterator)
+        with tf.control_dependencies([x, y]):
+            ready = tf.timestamp()
+        loss = step(x, y)
+        with tf.control_dependencies([loss]):
+            end = tf.timestamp()
+        return {"start": start, "ready": ready, "end": end, "loss": loss,
+                "worker": worker_index()}
+    return run
+
+
+def schedule_all(config, sampler, coordinator, fn, iterator, total):
+    """Keep 2 closures per worker queued (never a barrier); progress = closures fetched."""
+    window = 2 * config["world_size"]
+    pending, done = [], []
+    for i in range(total):
+        pending.append(coordinator.schedule(fn, args=(iterator,)))
+        if len(pending) > window:
+            done.append(pending.pop(0).fetch())
+            sampler.progress(phase="train", step=len(done) // config["world_size"])
+    coordinator.join()
+    return done + [p.fetch() for p in pending]
+
+
+def async_steps(config, records):
+    """Closure timings -> per-worker step lists (warm-up = each worker's first steps)."""
+    by_worker = {}
+    for r in sorted(records, key=lambda r: float(r["start"])):
+        by_worker.setdefault(int(r["worker"]), []).append(r)
+    steps = {}
+    for worker, rows in by_worker.items():
+        steps[worker] = [{"total": float(r["end"] - r["start"]),
+                          "loading": float(r["ready"] - r["start"]),
+                          "loss": float(r["loss"]), "start": float(r["start"]),
+                          "warmup": i < config["warmup_steps"]} for i, r in enumerate(rows)]
+    return steps
+
+
+def train_async(config, sampler):
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        tf.keras.utils.set_random_seed(config["seed"])
+        model = models.build(config["network"], config["classes"], config["input_size"])
+        step = replica_step(config, model, sgd(config))
+    per_worker = coordinator.create_per_worker_dataset(full_dataset_fn(config))
+    fn = tf.function(lambda iterator: strategy.run(closure(step), args=(iterator,)))
+    total = config["epochs"] * config["steps_per_epoch"] * config["world_size"]
+    runner.log(config, "%s: %d parameters, %d closures over %d workers (ParameterServer)"
+               % (config["network"], models.parameter_count(model), total,
+                  config["world_size"]))
+    started = time.time()
+    records = schedule_all(config, sampler, coordinator, fn, iter(per_worker), total)
+    train_seconds = time.time() - started
+    sampler.progress(step=config["epochs"] * config["steps_per_epoch"])
+    calibration = calibrate(config, sampler, model, local_batch(config))
+    steps = async_steps(config, records)
+    summaries = {w: summarise(s, calibration, worker_updates=False) for w, s in steps.items()}
+    return {"steps": [s for w in sorted(steps) for s in steps[w]], "train_seconds": train_seconds,
+            "per_worker": {str(w): dict(summary, node=config["worker_nodes"][w]
+                                        if w >= 0 else None)
+                           for w, summary in summaries.items()},
+            "calibration": calibration, "parameters": models.parameter_count(model),
+            "summary": summarise([s for w in steps for s in steps[w]], calibration,
+                                 worker_updates=False)}
+
+
+def local_batch(config):
+    """One batch from this node's copy of the training set, for the calibration."""
+    images = data.image_count(config["full_data"], config["label_bytes"])
+    return next(iter(data.dataset(config, config["full_data"], images, config["seed"])))
+
+
+def main(argv):
+    config = runner.load_config(argv)
+    set_threads(config)
+    train = train_sync if config["mode"] == "sync" else train_async
+    runner.run(config, train, {"tensorflow": tf.__version__,
+                               "tf-keras": runner.installed_version("tf-keras"),
+                               "numpy": runner.installed_version("numpy")})
+
+
+if __name__ == "__main__":
+    main(sys.argv)

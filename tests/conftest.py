@@ -1,0 +1,25 @@
+"""Shared fixtures: the controller's own `invoke` and one provisioning per test session."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.paths import REPO
+
+INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
+
+
+def invoke(*args, check=True):
+    result = subprocess.run([INVOKE, *args], cwd=str(REPO), capture_output=True, text=True,
+                            timeout=1800)
+    if check and result.returncode != 0:
+        raise AssertionError("invoke %s failed (%d):\n%s\n%s" % (
+            " ".join(args), result.returncode, result.stdout[-3000:], result.stderr[-3000:]))
+    return result
+
+
+@pytest.fixture(scope="session")
+def provisioned():
+    """The local cluster with the current stack and the smoke profile's data (real Ansible)."""
+    return invoke("provision")
