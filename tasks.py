@@ -27,8 +27,8 @@ COMMON = {
     "inventory": "inventory name in inventory/ (local, netns, vagrant) or a path to an "
                  "Ansible YAML inventory [invoke.yaml: local]",
     "stack": "version set in stacks/ (current, paper) [invoke.yaml: current]",
-    "profile": "smoke (LeNet-5, ~20 steps), quick (every benchmark, 30 steps) or paper "
-               "(Tables III-IV: 396 steps x 10 epochs) [invoke.yaml: smoke]",
+    "profile": "smoke (the five system-modes on LeNet-5, 12 steps), quick (all 30 cells, 30 "
+               "steps) or paper (Tables III-IV: 396 steps x 10 epochs) [invoke.yaml: smoke]",
     "data": "synthetic (generated CIFAR-format data) or real (the official archives); "
             "default: the profile's",
 }
@@ -96,3 +96,18 @@ def reproduce(c, inventory=None, stack=None, profile=None, data=None, results=No
     d = _defaults(c)
     commands.reproduce(inventory or d["inventory"], stack or d["stack"],
                        profile or d["profile"], results or d["results"], data=data)
+
+
+@task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
+            "benchmark": "benchmark whose network runs [lenet5-cifar10]",
+            "steps": "measured steps per run [200]", "rounds": "bare/instrumented pairs [5]",
+            "frameworks": "comma-separated subset of tensorflow,pytorch,mxnet [all]"})
+@_user_errors
+def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=200, rounds=5,
+             frameworks=None):
+    """Benchmark: each framework's loop bare and instrumented on node 1; prints the ratio."""
+    from harness import commands, overhead as oh
+    d = _defaults(c)
+    oh.run(inventory or d["inventory"], stack or d["stack"], benchmark,
+           commands.check_positive("steps", steps), commands.check_positive("rounds", rounds),
+           frameworks.split(",") if frameworks else None)

@@ -68,12 +68,14 @@ def _provenance(manifest):
     lines += ["", "Installed versions (from each node's environments):", ""]
     for node, envs in sorted((manifest.get("installed") or {}).items()):
         for framework, env in sorted((envs or {}).items()):
-            pkgs = env.get("packages", {})
-            shown = ", ".join("%s %s" % (k, pkgs[k]) for k in
-                              ("torch", "tensorflow-cpu", "tf-keras", "mxnet", "numpy", "psutil")
-                              if k in pkgs)
+            # distribution names as metadata spells them vary (tf_keras / tf-keras)
+            pkgs = {k.replace("_", "-"): v for k, v in env.get("packages", {}).items()}
+            shown = ", ".join("%s %s" % (k, pkgs[k]) for k in SHOWN_PACKAGES if k in pkgs)
             lines.append("- %s / %s: Python %s; %s" % (node, framework, env.get("python"), shown))
     return lines
+
+
+SHOWN_PACKAGES = ("torch", "tensorflow", "tensorflow-cpu", "tf-keras", "mxnet", "numpy", "psutil")
 
 
 def _cells_table(cells):

@@ -103,13 +103,13 @@ def sharing(cell, nodes, node):
 def start(processes):
     for proc in processes:
         proc.node.mkdir(proc.out_dir)
-        _write(proc.node, proc.out_dir + "/run.sh", proc.script)
-        _write(proc.node, proc.out_dir + "/cell.json", json.dumps(proc.config, indent=1))
+        write_file(proc.node, proc.out_dir + "/run.sh", proc.script)
+        write_file(proc.node, proc.out_dir + "/cell.json", json.dumps(proc.config, indent=1))
     for proc in processes:
         proc.pid = proc.node.start_background("run.sh", proc.out_dir, "log.txt")
 
 
-def _write(node, path, text):
+def write_file(node, path, text):
     quoted = shlex.quote(path)
     node.run("cat > %s.tmp <<'DLBENCH_EOF'\n%sDLBENCH_EOF\nmv %s.tmp %s"
              % (quoted, text if text.endswith("\n") else text + "\n", quoted, quoted))

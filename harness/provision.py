@@ -40,6 +40,7 @@ def playbook_vars(inv, stack, profile, data=None, archive=None):
     return {
         "stack_name": stack.name,
         "stack_python": stack.python,
+        "stack_python_source": stack.python_source,
         "stack_envs": [{"framework": e.framework, "dirname": e.dirname, "packages": e.packages,
                         "pip_args": e.pip_args} for e in stack.envs.values()],
         "bench_src": str(stage_bench()),

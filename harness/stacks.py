@@ -29,6 +29,7 @@ class Stack:
     name: str
     python: str
     envs: dict  # framework -> FrameworkEnv
+    python_source: str = "the OS packages or pyenv"
 
     def env(self, framework):
         if framework not in self.envs:
@@ -50,7 +51,8 @@ def load(name_or_path):
     envs = {}
     for framework, spec in (data.get("frameworks") or {}).items():
         envs[framework] = _env(path, name, data.get("python"), framework, spec or {})
-    return Stack(name=name, python=str(data.get("python")), envs=envs)
+    return Stack(name=name, python=str(data.get("python")), envs=envs,
+                 python_source=str(data.get("python_source") or "the OS packages or pyenv"))
 
 
 def _env(path, stack_name, python, framework, spec):

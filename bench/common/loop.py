@@ -15,17 +15,22 @@ def timed_steps(config, sampler, epoch_batches, train_step):
     epoch_batches(epoch) -> an iterator of batches for that epoch;
     train_step(batch, timer) runs one step; it may call timer.lap(name) for its own phases
     and must return only when the step's work is finished (the framework synchronised).
-    Returns ({steps, train_seconds, net_bytes_sent, net_bytes_recv}, the last batch).
+    Returns ({steps, train_seconds, wall_step, net_bytes_sent, net_bytes_recv}, the last
+    batch); wall_step = the loop's wall time over the measured steps / their number, the step
+    time without the phase timers.
     """
     net_before, started = sampler.net_counters(), time.time()
     timer = StepTimer()
     total = config["epochs"] * config["steps_per_epoch"]
     batch = None
+    measured_from = time.perf_counter()
     for epoch in range(config["epochs"]):
         batches = epoch_batches(epoch)
         for _ in range(config["steps_per_epoch"]):
             index = len(timer.steps)
             sampler.progress(phase="train", step=index)
+            if index == config["warmup_steps"]:
+                measured_from = time.perf_counter()
             timer.start_step()
             batch = next(batches)
             timer.lap("loading")
@@ -35,10 +40,12 @@ def timed_steps(config, sampler, epoch_batches, train_step):
                 step["loss"] = float(loss)
             if index % max(1, total // 10) == 0 or index == total - 1:
                 log(config, "step %d/%d %.3fs" % (index + 1, total, step["total"]))
+    measured_wall = time.perf_counter() - measured_from
     sampler.progress(step=total)
     train_seconds = time.time() - started
     net_after = sampler.net_counters()
     return {"steps": timer.steps, "train_seconds": train_seconds,
+            "wall_step": measured_wall / (total - config["warmup_steps"]),
             "net_bytes_sent": net_after[0] - net_before[0],
             "net_bytes_recv": net_after[1] - net_before[1]}, batch
 

@@ -102,6 +102,21 @@ def train(config, sampler):
     return result
 
 
+def local_loop(config):
+    """The same step with a local trainer, no KVStore (bench/common/overhead.py)."""
+    loader = data.loader(config)
+    size = config["input_size"]
+    net = build(config, (config["local_batch"], 3, size, size))
+    trainer = gluon.Trainer(net.collect_params(), "sgd", sgd(config), kvstore=None)
+    return endless(loader), make_step(dict(config, mode="async"), net, trainer)
+
+
+def endless(loader):
+    while True:
+        for batch in batches(loader):
+            yield batch
+
+
 def main(argv):
     config = runner.load_config(argv)
     runner.run(config, train, {"mxnet": mx.__version__, "numpy": numpy.__version__})

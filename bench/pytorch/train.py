@@ -80,6 +80,22 @@ def train(config, sampler):
     return result
 
 
+def local_loop(config):
+    """The same step on a plain local model (bench/common/overhead.py)."""
+    torch.set_num_threads(config["threads"])
+    torch.set_num_interop_threads(config["interop_threads"])
+    torch.manual_seed(config["seed"])
+    model = models.build(config["network"], config["classes"])
+    loader = data.loader(config)
+    return endless(loader), make_step(config, model)
+
+
+def endless(loader):
+    while True:
+        for batch in loader:
+            yield batch
+
+
 def main(argv):
     config = runner.load_config(argv)
     runner.run(config, train, {"torch": torch.__version__, "numpy": numpy.__version__})

@@ -13,8 +13,9 @@ PIXELS = 3072
 def options(config):
     """The same loader budget as the other frameworks: `loader_workers` background threads."""
     opts = tf.data.Options()
-    opts.threading.private_threadpool_size = config["loader_workers"]
-    opts.threading.max_intra_op_parallelism = 1
+    threading = getattr(opts, "threading", None) or opts.experimental_threading  # TF 2.5
+    threading.private_threadpool_size = config["loader_workers"]
+    threading.max_intra_op_parallelism = 1
     return opts
 
 

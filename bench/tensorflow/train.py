@@ -22,6 +22,15 @@ def set_threads(config):
     tf.config.threading.set_inter_op_parallelism_threads(config["interop_threads"])
 
 
+def seed_everything(seed):
+    """The same initial weights on every worker; tf.keras.utils.set_random_seed is TF 2.7+."""
+    setter = getattr(tf.keras.utils, "set_random_seed", None)
+    if setter is not None:
+        setter(seed)
+    else:
+        tf.random.set_seed(seed)
+
+
 def sgd(config):
     return tf.keras.optimizers.SGD(learning_rate=config["lr"], momentum=config["momentum"])
 
@@ -73,7 +82,7 @@ def train_sync(config, sampler):
         implementation=tf.distribute.experimental.CommunicationImplementation.RING)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     with strategy.scope():
-        tf.keras.utils.set_random_seed(config["seed"])  # same initial weights everywhere
+        seed_everything(config["seed"])
         model = models.build(config["network"], config["classes"], config["input_size"])
         step = replica_step(config, model, sgd(config))
     images = data.image_count(config["shard"], config["label_bytes"])
@@ -101,10 +110,16 @@ def train_sync(config, sampler):
 
 # --- tensorflow-async (the chief) ---------------------------------------------------------------
 
+def coordinator_module():
+    """tf.distribute.coordinator (TF 2.6+) or its experimental name (TF 2.5, the paper's)."""
+    return getattr(tf.distribute, "coordinator", None) or tf.distribute.experimental.coordinator
+
+
 def worker_index():
     """Which worker runs this closure (TF 2.12+); -1 where TensorFlow cannot tell (TF 2.5)."""
-    get = getattr(tf.distribute.coordinator, "experimental_get_current_worker_index", None)
+    get = getattr(coordinator_module(), "experimental_get_current_worker_index", None)
     return get() if get is not None else tf.constant(-1)
+
 
 
 def full_dataset_fn(config):
@@ -164,10 +179,12 @@ def async_steps(config, records):
 
 def train_async(config, sampler):
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = tf.distribute.ParameterServerStrategy(resolver)
-    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    ps_strategy = getattr(tf.distribute, "ParameterServerStrategy", None) or \
+        tf.distribute.experimental.ParameterServerStrategy  # TF 2.5
+    strategy = ps_strategy(resolver)
+    coordinator = coordinator_module().ClusterCoordinator(strategy)
     with strategy.scope():
-        tf.keras.utils.set_random_seed(config["seed"])
+        seed_everything(config["seed"])
         model = models.build(config["network"], config["classes"], config["input_size"])
         step = replica_step(config, model, sgd(config))
     per_worker = coordinator.create_per_worker_dataset(full_dataset_fn(config))
@@ -182,8 +199,12 @@ def train_async(config, sampler):
     sampler.progress(step=config["epochs"] * config["steps_per_epoch"])
     calibration = calibrate(config, sampler, model, local_batch(config))
     steps = async_steps(config, records)
+    measured = [s for w in steps for s in steps[w] if not s["warmup"]]
+    ends = sorted(float(r["end"]) for r in records)
     summaries = {w: summarise(s, calibration, worker_updates=False) for w, s in steps.items()}
+    wall = ends[-1] - min(s["start"] for s in measured)
     return {"steps": [s for w in sorted(steps) for s in steps[w]], "train_seconds": train_seconds,
+            "wall_step": wall * config["world_size"] / len(measured),
             "per_worker": {str(w): dict(summary, node=config["worker_nodes"][w]
                                         if w >= 0 else None)
                            for w, summary in summaries.items()},
@@ -196,6 +217,18 @@ def local_batch(config):
     """One batch from this node's copy of the training set, for the calibration."""
     images = data.image_count(config["full_data"], config["label_bytes"])
     return next(iter(data.dataset(config, config["full_data"], images, config["seed"])))
+
+
+def local_loop(config):
+    """The same step on a local model, no strategy (bench/common/overhead.py)."""
+    set_threads(config)
+    seed_everything(config["seed"])
+    model = models.build(config["network"], config["classes"], config["input_size"])
+    step = replica_step(dict(config, mode="async"), model, sgd(config))
+    run = tf.function(step)
+    images = data.image_count(config["shard"], config["label_bytes"])
+    batches = iter(data.dataset(config, config["shard"], images, config["seed"]))
+    return batches, lambda batch, timer: run(*batch).numpy()
 
 
 def main(argv):

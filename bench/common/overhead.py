@@ -1,0 +1,67 @@
+"""Bare vs instrumented: the same local training loop run without and with this package's
+instrumentation (phase timers, progress file, psutil sampler thread), alternately, on one node.
+
+`python -m bench.common.overhead cell.json STEPS ROUNDS` with the framework's environment;
+prints one JSON line: the median wall time per step of each kind and their ratio.
+The loop is local (no distribution): what differs between the two kinds is only what the
+package adds to every timed run.
+"""
+import importlib
+import json
+import sys
+import tempfile
+import time
+
+from . import loop
+from .sampler import Sampler
+from .timer import median
+
+
+class NoTimer(object):
+    def lap(self, phase):
+        pass
+
+
+def bare(batches, step, steps, warmup):
+    timer = NoTimer()
+    for _ in range(warmup):
+        step(next(batches), timer)
+    started = time.perf_counter()
+    for _ in range(steps):
+        step(next(batches), timer)
+    return (time.perf_counter() - started) / steps
+
+
+def instrumented(config, batches, step, steps, warmup, out_dir):
+    config = dict(config, epochs=1, steps_per_epoch=steps + warmup, warmup_steps=warmup,
+                  rank=0, node=config.get("node", "?"))
+    sampler = Sampler(out_dir, config["sample_interval"], config.get("interface"),
+                      steps + warmup).start()
+    try:
+        result, _ = loop.timed_steps(config, sampler, lambda epoch: batches, step)
+    finally:
+        sampler.stop("succeeded")
+    return result["wall_step"]
+
+
+def main(argv):
+    with open(argv[1]) as handle:
+        config = json.load(handle)
+    steps, rounds = int(argv[2]), int(argv[3])
+    trainer = importlib.import_module("bench.%s.train" % config["framework"])
+    batches, step = trainer.local_loop(config)
+    warmup = config["warmup_steps"]
+    times = {"bare": [], "instrumented": []}
+    with tempfile.TemporaryDirectory() as out_dir:
+        for _ in range(rounds):
+            times["bare"].append(bare(batches, step, steps, warmup))
+            times["instrumented"].append(
+                instrumented(config, batches, step, steps, warmup, out_dir))
+    summary = {kind: median(values) for kind, values in times.items()}
+    summary.update(ratio=summary["instrumented"] / summary["bare"], steps=steps, rounds=rounds,
+                   runs=times, framework=config["framework"], network=config["network"])
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

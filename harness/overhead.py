@@ -1,0 +1,61 @@
+"""`invoke overhead`: each framework's training loop, bare and instrumented, on node 1 of the
+inventory; prints the ratio of their step times (goal: at most 1.01)."""
+import json
+import shlex
+
+from . import inventory, launch, matrix, nodes as nodes_mod, stacks
+from .commands import _shards
+from .errors import UserError
+
+# one synchronous system-mode per framework: its trainer's local_loop is what runs
+FRAMEWORK_SYSTEM = {"tensorflow": "tensorflow-sync", "pytorch": "pytorch-sync",
+                    "mxnet": "mxnet-sync"}
+GOAL = 1.01
+
+
+def run(inventory_name, stack_name, benchmark, steps, rounds, frameworks=None):
+    inv = inventory.load(inventory_name)
+    stack = stacks.load(stack_name)
+    nodes = nodes_mod.connect_all(inv)
+    unknown = [f for f in frameworks or () if f not in FRAMEWORK_SYSTEM]
+    if unknown:
+        raise UserError("unknown framework %s" % ", ".join(map(repr, unknown)),
+                        "frameworks are: %s" % ", ".join(FRAMEWORK_SYSTEM))
+    rows = []
+    for framework in frameworks or list(FRAMEWORK_SYSTEM):
+        (cell,) = matrix.plan("smoke", len(inv.hosts), benchmarks=benchmark,
+                              systems=FRAMEWORK_SYSTEM[framework])
+        print("%s: %d rounds of %d bare + %d instrumented steps of %s on %s ..."
+              % (framework, rounds, steps, steps, cell.network, nodes[0].name), flush=True)
+        rows.append(measure(cell, nodes, stack, steps, rounds))
+    print(table(rows))
+    return rows
+
+
+def measure(cell, nodes, stack, steps, rounds):
+    shards = _shards(cell, cell.nodes)
+    launch.check_ready(cell, nodes, stack, shards)
+    proc = launch.prepare(cell, "overhead", nodes, stack, shards)[0]  # node 1, rank 0
+    node = proc.node
+    node.mkdir(proc.out_dir)
+    launch.write_file(node, proc.out_dir + "/cell.json", json.dumps(proc.config))
+    python = stack.env(cell.framework).python(node.path(node.host.env_root))
+    threads = proc.config["threads"]
+    command = ("cd %s && OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d TF_USE_LEGACY_KERAS=1 "
+               "TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1 PYTHONPATH=%s %s -m "
+               "bench.common.overhead cell.json %d %d"
+               % (shlex.quote(proc.out_dir), threads, threads,
+                  shlex.quote(node.path(node.host.workdir) + "/code"), shlex.quote(python),
+                  steps, rounds))
+    out = node.run(command).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def table(rows):
+    lines = ["", "framework   network   bare s/step   instrumented s/step   ratio   goal",
+             "---------   -------   -----------   -------------------   -----   ----"]
+    for r in rows:
+        lines.append("%-11s %-9s %11.5f   %19.5f   %5.3f   %s"
+                     % (r["framework"], r["network"], r["bare"], r["instrumented"], r["ratio"],
+                        "ok" if r["ratio"] <= GOAL else "over %.2f" % GOAL))
+    return "\n".join(lines)
