@@ -111,3 +111,15 @@ def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20
     oh.run(inventory or d["inventory"], stack or d["stack"], benchmark,
            commands.check_positive("steps", steps), commands.check_positive("rounds", rounds),
            frameworks.split(",") if frameworks else None)
+
+
+@task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
+            "benchmark": "benchmark whose network runs [lenet5-cifar10]",
+            "steps": "calibration and profiled steps [20]"})
+@_user_errors
+def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20):
+    """Benchmark: forward/backward from the calibration vs torch.profiler operator times."""
+    from harness import commands, overhead as oh
+    d = _defaults(c)
+    oh.crosscheck(inventory or d["inventory"], stack or d["stack"], benchmark,
+                  commands.check_positive("steps", steps))

@@ -1,5 +1,7 @@
-"""`invoke overhead`: each framework's training loop, bare and instrumented, on node 1 of the
-inventory; prints the ratio of their step times (goal: at most 1.01)."""
+"""Measurements of the measuring, on node 1 of the inventory. `invoke overhead`: each
+framework's training loop bare and instrumented, and the ratio of their step times (goal: at
+most 1.01). `invoke crosscheck`: the calibration's forward/backward against profiler operator
+times on the same node (docs/methodology.md)."""
 import json
 import shlex
 
@@ -33,6 +35,12 @@ def run(inventory_name, stack_name, benchmark, steps, rounds, frameworks=None):
 
 
 def measure(cell, nodes, stack, steps, rounds):
+    return run_module(cell, nodes, stack, "bench.common.overhead", steps, rounds)
+
+
+def run_module(cell, nodes, stack, module, *args):
+    """`python -m module cell.json ARGS` for rank 0 of the cell on node 1, in the framework's
+    environment with the cell's thread settings; returns the JSON of its last output line."""
     shards = _shards(cell, cell.nodes)
     launch.check_ready(cell, nodes, stack, shards)
     proc = launch.prepare(cell, "overhead", nodes, stack, shards)[0]  # node 1, rank 0
@@ -42,13 +50,29 @@ def measure(cell, nodes, stack, steps, rounds):
     python = stack.env(cell.framework).python(node.path(node.host.env_root))
     threads = proc.config["threads"]
     command = ("cd %s && OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d TF_USE_LEGACY_KERAS=1 "
-               "TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1 PYTHONPATH=%s %s -m "
-               "bench.common.overhead cell.json %d %d"
+               "TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1 PYTHONPATH=%s %s -m %s cell.json %s"
                % (shlex.quote(proc.out_dir), threads, threads,
                   shlex.quote(node.path(node.host.workdir) + "/code"), shlex.quote(python),
-                  steps, rounds))
+                  module, " ".join(str(int(a)) for a in args)))
     out = node.run(command).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def crosscheck(inventory_name, stack_name, benchmark, steps):
+    """Calibration vs profiler operator times for forward and backward (PyTorch)."""
+    inv = inventory.load(inventory_name)
+    stack = stacks.load(stack_name)
+    nodes = nodes_mod.connect_all(inv)
+    (cell,) = matrix.plan("smoke", len(inv.hosts), benchmarks=benchmark,
+                          systems="pytorch-sync")
+    print("pytorch: %d calibration + %d profiled steps of %s on %s ..."
+          % (steps, steps, cell.network, nodes[0].name), flush=True)
+    row = run_module(cell, nodes, stack, "bench.pytorch.crosscheck", steps)
+    print("\nphase      calibration s   profiler operators s   profiler / calibration")
+    for phase in ("forward", "backward"):
+        cal, prof = row["calibration"][phase], row["profiler"][phase]
+        print("%-10s %13.5f   %20.5f   %22.3f" % (phase, cal, prof, prof / cal))
+    return row
 
 
 def table(rows):
