@@ -28,6 +28,15 @@ def normalise(image_uint8):
     return (image_uint8.astype(np.float32) / 255.0 - MEAN) / STD
 
 
+def check_enough(config, images):
+    """Every worker must be able to run steps_per_epoch full batches from what it reads."""
+    needed = config["steps_per_epoch"] * config["local_batch"]
+    if images < needed:
+        raise ValueError("%s has %d images; %d steps of %d need %d"
+                         % (config["shard"], images, config["steps_per_epoch"],
+                            config["local_batch"], needed))
+
+
 def load(path, label_bytes, input_size):
     """The shard, resized once to input_size (a multiple of 32) by pixel repetition: every
     framework sees the same pixels (AlexNet: 64x64, Table IV)."""

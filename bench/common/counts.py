@@ -1,4 +1,4 @@
-"""`python -m bench.<framework>.models` prints every network's trainable parameter count as
+"""The networks every framework builds (Table II). `python -m bench.<framework>.models` prints every network's trainable parameter count as
 JSON, so the harness and the tests compare the frameworks' architectures (Table II)."""
 import json
 
@@ -8,6 +8,14 @@ CLASSES = (10, 100)
 
 def input_size(network):
     return 64 if network == "alexnet" else 32  # Table IV
+
+
+def pick(networks, network, framework):
+    """The builder of `network` from a framework's NETWORKS table, or a clear error."""
+    if network not in networks:
+        raise ValueError("%s: no network %r (have %s)"
+                         % (framework, network, ", ".join(sorted(networks))))
+    return networks[network]
 
 
 def print_counts(count):

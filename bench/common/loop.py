@@ -50,6 +50,13 @@ def timed_steps(config, sampler, epoch_batches, train_step):
             "net_bytes_recv": net_after[1] - net_before[1]}, batch
 
 
+def endless(make_batches):
+    """Batches without end, epoch after epoch: make_batches() -> one epoch's iterator."""
+    while True:
+        for batch in make_batches():
+            yield batch
+
+
 def calibrate(config, sampler, forward, forward_backward, update=None):
     """Compute with communication off, on this node: median-ready lists of seconds.
 

@@ -19,10 +19,6 @@ class ShardDataset(gluon.data.Dataset):
 
 def loader(config):
     dataset = ShardDataset(config["shard"], config["label_bytes"], config["input_size"])
-    needed = config["steps_per_epoch"] * config["local_batch"]
-    if len(dataset) < needed:
-        raise ValueError("shard %s has %d images; %d steps of %d need %d"
-                         % (config["shard"], len(dataset), config["steps_per_epoch"],
-                            config["local_batch"], needed))
+    cifar.check_enough(config, len(dataset))
     return gluon.data.DataLoader(dataset, batch_size=config["local_batch"], shuffle=True,
                                  last_batch="discard", num_workers=config["loader_workers"])

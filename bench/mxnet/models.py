@@ -1,6 +1,8 @@
 """Networks in MXNet Gluon: the same architectures as bench/pytorch/models.py."""
 from mxnet.gluon import nn
 
+from bench.common.counts import pick
+
 
 class LeNet5(nn.HybridSequential):
     def __init__(self, classes):
@@ -100,9 +102,7 @@ NETWORKS = {
 
 
 def build(network, classes):
-    if network not in NETWORKS:
-        raise ValueError("mxnet: no network %r (have %s)" % (network, ", ".join(NETWORKS)))
-    return NETWORKS[network](classes)
+    return pick(NETWORKS, network, "mxnet")(classes)
 
 
 def parameter_count(net):

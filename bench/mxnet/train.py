@@ -108,13 +108,8 @@ def local_loop(config):
     size = config["input_size"]
     net = build(config, (config["local_batch"], 3, size, size))
     trainer = gluon.Trainer(net.collect_params(), "sgd", sgd(config), kvstore=None)
-    return endless(loader), make_step(dict(config, mode="async"), net, trainer)
-
-
-def endless(loader):
-    while True:
-        for batch in batches(loader):
-            yield batch
+    return loop.endless(lambda: batches(loader)), make_step(dict(config, mode="async"), net,
+                                                            trainer)
 
 
 def main(argv):

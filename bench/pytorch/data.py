@@ -19,11 +19,7 @@ class ShardDataset(Dataset):
 
 def loader(config):
     dataset = ShardDataset(config["shard"], config["label_bytes"], config["input_size"])
-    needed = config["steps_per_epoch"] * config["local_batch"]
-    if len(dataset) < needed:
-        raise ValueError("shard %s has %d images; %d steps of %d need %d"
-                         % (config["shard"], len(dataset), config["steps_per_epoch"],
-                            config["local_batch"], needed))
+    cifar.check_enough(config, len(dataset))
     workers = config["loader_workers"]
     generator = torch.Generator()
     generator.manual_seed(config["seed"] + config["rank"])

@@ -2,6 +2,8 @@
 (docs/methodology.md, "Networks"); tests check the parameter counts agree."""
 import torch.nn as nn
 
+from bench.common.counts import pick
+
 
 class LeNet5(nn.Module):
     """LeNet-5 (LeCun et al., 1998) on 32x32x3: tanh, average-pool subsampling."""
@@ -112,9 +114,7 @@ NETWORKS = {
 
 
 def build(network, classes):
-    if network not in NETWORKS:
-        raise ValueError("pytorch: no network %r (have %s)" % (network, ", ".join(NETWORKS)))
-    return NETWORKS[network](classes)
+    return pick(NETWORKS, network, "pytorch")(classes)
 
 
 def parameter_count(model):

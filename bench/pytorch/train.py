@@ -87,13 +87,7 @@ def local_loop(config):
     torch.manual_seed(config["seed"])
     model = models.build(config["network"], config["classes"])
     loader = data.loader(config)
-    return endless(loader), make_step(config, model)
-
-
-def endless(loader):
-    while True:
-        for batch in loader:
-            yield batch
+    return loop.endless(lambda: loader), make_step(config, model)
 
 
 def main(argv):

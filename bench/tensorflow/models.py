@@ -3,6 +3,8 @@ TensorFlow's CPU kernels support). PyTorch's symmetric padding is written as exp
 ZeroPadding2D + `valid`, so every layer's output shape matches the other frameworks."""
 import tensorflow as tf
 
+from bench.common.counts import pick
+
 layers = tf.keras.layers
 
 
@@ -86,9 +88,7 @@ NETWORKS = {
 
 
 def build(network, classes, size):
-    if network not in NETWORKS:
-        raise ValueError("tensorflow: no network %r (have %s)" % (network, ", ".join(NETWORKS)))
-    return NETWORKS[network](classes, size)
+    return pick(NETWORKS, network, "tensorflow")(classes, size)
 
 
 def parameter_count(model):

@@ -11,7 +11,7 @@ import time
 
 import tensorflow as tf
 
-from bench.common import loop, runner
+from bench.common import cifar, loop, runner
 from bench.common.breakdown import summarise
 from bench.tensorflow import data, models
 
@@ -86,6 +86,7 @@ def train_sync(config, sampler):
         model = models.build(config["network"], config["classes"], config["input_size"])
         step = replica_step(config, model, sgd(config))
     images = data.image_count(config["shard"], config["label_bytes"])
+    cifar.check_enough(config, images)
     dist = strategy.distribute_datasets_from_function(
         lambda ctx: data.dataset(config, config["shard"], images,
                                  config["seed"] + config["rank"]))
