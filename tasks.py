@@ -53,11 +53,12 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                 epochs="override the profile's epochs",
                 steps="override the profile's steps per epoch",
                 timeout="seconds before a cell is stopped (default: from the profile)",
+                repeats="run every cell N times (the analysis shows mean, 95% CI and CV) [1]",
                 results="results folder [invoke.yaml: results]"))
 @_user_errors
 def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
-          results=None):
+          repeats=None, results=None):
     """Run the matrix: one cell at a time on every node at once, watched, stopped by pid."""
     from harness import commands
     d = _defaults(c)
@@ -65,7 +66,8 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
                    results or d["results"], run_id=run, dry_run=dry_run, benchmarks=benchmarks,
                    systems=systems, epochs=commands.check_positive("epochs", epochs),
                    steps=commands.check_positive("steps", steps), data=data,
-                   timeout=commands.check_positive("timeout", timeout))
+                   timeout=commands.check_positive("timeout", timeout),
+                   repeats=commands.check_positive("repeats", repeats) or 1)
 
 
 @task(help={"inventory": COMMON["inventory"], "run": "run id (default: the latest)",
@@ -123,3 +125,11 @@ def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=
     d = _defaults(c)
     oh.crosscheck(inventory or d["inventory"], stack or d["stack"], benchmark,
                   commands.check_positive("steps", steps))
+
+
+@task(name="analysis-bench", help={"repeats": "repeats of each of the 30 cells [3]",
+                                   "hours": "hours of 1 Hz memory log per process [1]"})
+def analysis_bench(c, repeats=3, hours=1.0):
+    """Benchmark: time the analysis of a paper-sized, hand-made run (goal < 30 s)."""
+    from analysis import benchmark
+    benchmark.run(int(repeats), float(hours))

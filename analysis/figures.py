@@ -1,34 +1,64 @@
-"""Figures in the style of the paper's, PNG and PDF."""
+"""Figures in the style of the paper's, PNG and PDF. A cell that did not run or did not
+succeed is marked on the figure where its bar would be, never silently left out."""
 import matplotlib
 
 matplotlib.use("Agg")  # no display on nodes, CI or servers
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .tidy import PHASES  # noqa: E402
+
 SYSTEM_ORDER = ["tensorflow-sync", "tensorflow-async", "pytorch-sync", "mxnet-sync", "mxnet-async"]
 COLOURS = {"tensorflow-sync": "#f28e2b", "tensorflow-async": "#ffbe7d",
            "pytorch-sync": "#e15759", "mxnet-sync": "#4e79a7", "mxnet-async": "#a0cbe8"}
+PHASE_COLOURS = {"loading": "#59a14f", "forward": "#4e79a7", "backward": "#f28e2b",
+                 "communication": "#bab0ac"}
+ROLE_COLOURS = {"worker": "#4e79a7", "chief": "#e15759", "ps": "#f28e2b", "server": "#f28e2b",
+                "scheduler": "#76b7b2"}
+# the paper's figure numbers for the per-benchmark breakdowns
+BREAKDOWN_FIGURES = {"lenet5-cifar10": "fig4", "alexnet-cifar10": "fig6",
+                     "resnet18-cifar10": "fig8a", "resnet18-cifar100": "fig8b",
+                     "resnet50-cifar10": "fig9a", "resnet50-cifar100": "fig9b"}
 
 
-def execution_time(cells, out_stem):
-    """Fig. 3: execution time per benchmark, one bar per system-mode, log y. A cell that did
-    not succeed is marked on the figure where its bar would be, never silently left out."""
-    benchmarks = list(dict.fromkeys(cells.benchmark))
-    systems = [s for s in SYSTEM_ORDER if s in set(cells.system)] + \
-        sorted(set(cells.system) - set(SYSTEM_ORDER))
-    means = cells.groupby(["benchmark", "system"]).execution_seconds.mean()
-    states = cells.groupby(["benchmark", "system"]).status.agg(lambda s: ",".join(sorted(set(s))))
+def ordered_systems(systems):
+    present = set(systems)
+    return [s for s in SYSTEM_ORDER if s in present] + sorted(present - set(SYSTEM_ORDER))
+
+
+def save(fig, out_stem):
+    paths = [str(out_stem) + ".png", str(out_stem) + ".pdf"]
+    for path in paths:
+        fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return paths
+
+
+def mark_missing(ax, x, state):
+    ax.annotate(state, (x, 0.02), xycoords=("data", "axes fraction"), rotation=90,
+                ha="center", va="bottom", fontsize=7, color="crimson")
+
+
+def execution_time(groups, out_stem, planned_systems=None):
+    """Fig. 3: execution time per benchmark, one bar per system-mode, log y; 95% confidence
+    intervals when a cell was repeated."""
+    benchmarks = list(dict.fromkeys(groups.benchmark))
+    systems = ordered_systems(list(groups.system) + list(planned_systems or []))
+    index = groups.set_index(["benchmark", "system"])
     width = min(0.3, 0.8 / max(1, len(systems)))
     fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(benchmarks) + 2), 3.6))
     for i, system in enumerate(systems):
         x = np.arange(len(benchmarks)) + (i - (len(systems) - 1) / 2.0) * width
-        heights = [means.get((b, system), np.nan) for b in benchmarks]
-        ax.bar(x, heights, width, label=system, color=COLOURS.get(system))
-        for xi, bench, height in zip(x, benchmarks, heights):
-            state = states.get((bench, system), "not run")
-            if state != "succeeded" or not np.isfinite(height):
-                ax.annotate(state, (xi, 0.02), xycoords=("data", "axes fraction"),
-                            rotation=90, ha="center", va="bottom", fontsize=7, color="crimson")
+        rows = [index.loc[(b, system)] if (b, system) in index.index else None
+                for b in benchmarks]
+        heights = [r.execution_seconds if r is not None and r.succeeded else np.nan
+                   for r in rows]
+        errors = [r.ci95 if r is not None and r.succeeded else np.nan for r in rows]
+        ax.bar(x, heights, width, yerr=np.nan_to_num(errors), label=system,
+               color=COLOURS.get(system), capsize=2)
+        for xi, row, height in zip(x, rows, heights):
+            if not np.isfinite(height):
+                mark_missing(ax, xi, "not run" if row is None else row.status)
     ax.set_yscale("log")
     ax.set_xticks(np.arange(len(benchmarks)))
     ax.set_xticklabels(benchmarks, rotation=15)
@@ -36,8 +66,76 @@ def execution_time(cells, out_stem):
     ax.set_title("Execution time per benchmark (cf. paper Fig. 3)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    paths = [str(out_stem) + ".png", str(out_stem) + ".pdf"]
-    for path in paths:
-        fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return paths
+    return save(fig, out_stem)
+
+
+def breakdown(groups, benchmark, out_stem, planned_systems=None):
+    """Figs. 4, 6, 8, 9: time per phase over the whole training run, stacked, per
+    system-mode (per-step means x the planned steps)."""
+    here = groups[groups.benchmark == benchmark].set_index("system")
+    systems = ordered_systems(list(here.index) + list(planned_systems or []))
+    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(systems) + 1.5), 3.4))
+    x = np.arange(len(systems))
+    bottom = np.zeros(len(systems))
+    for phase in PHASES:
+        values = np.array([_phase(here, s, phase) for s in systems])
+        ax.bar(x, np.nan_to_num(values), 0.6, bottom=bottom, label=phase,
+               color=PHASE_COLOURS[phase])
+        bottom += np.clip(np.nan_to_num(values), 0, None)
+    for xi, system in zip(x, systems):
+        if system not in here.index:
+            mark_missing(ax, xi, "not run")
+        elif not here.loc[system].succeeded:
+            mark_missing(ax, xi, here.loc[system].status)
+    ax.set_xticks(x)
+    ax.set_xticklabels(systems, rotation=20, fontsize=8)
+    ax.set_ylabel("time over the run (s)")
+    ax.set_title("Breakdown of execution time (%s)" % benchmark, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save(fig, out_stem)
+
+
+def _phase(here, system, phase):
+    if system not in here.index or not here.loc[system].succeeded:
+        return np.nan
+    return here.loc[system][phase + "_total"]
+
+
+def memory_over_time(series, out_stem):
+    """RSS over time, one panel per system-mode, one line per process coloured by role."""
+    systems = ordered_systems(series.system.unique())
+    fig, axes = plt.subplots(len(systems), 1, figsize=(6, 1.8 * len(systems) + 0.6),
+                             sharex=False, squeeze=False)
+    for ax, system in zip(axes[:, 0], systems):
+        seen = set()
+        for (cell, process), line in series[series.system == system].groupby(
+                ["cell_id", "process"]):
+            role = line.role.iloc[0]
+            ax.plot(line.elapsed_s, line.rss_mb, lw=0.8, color=ROLE_COLOURS.get(role, "grey"),
+                    label=None if role in seen else role)
+            seen.add(role)
+        ax.set_title(system, fontsize=8)
+        ax.set_ylabel("RSS (MB)", fontsize=7)
+        ax.legend(fontsize=6, loc="upper right")
+    axes[-1, 0].set_xlabel("seconds since the process started")
+    fig.tight_layout()
+    return save(fig, out_stem)
+
+
+def communication_bound(net, out_stem):
+    """Measured communication time per step beside the bandwidth bound, per cell group."""
+    net = net.dropna(subset=["communication"])
+    labels = ["%s\n%s" % (r.benchmark, r.system) for r in net.itertuples()]
+    x = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * len(labels) + 1.5), 3.6))
+    ax.bar(x - 0.2, net.communication, 0.4, label="measured communication", color="#bab0ac")
+    ax.bar(x + 0.2, net.bound_seconds, 0.4, label="bandwidth bound", color="#4e79a7")
+    ax.set_yscale("log")
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=60, fontsize=6)
+    ax.set_ylabel("s per step (log scale)")
+    ax.set_title("Communication vs the bandwidth bound", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save(fig, out_stem)

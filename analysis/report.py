@@ -1,53 +1,161 @@
-"""One run -> results/<run-id>/analysis/: cells.csv, records.csv, figures, report.md."""
+"""One run -> results/<run-id>/analysis/: tables (CSV), the paper's figures (PNG, PDF), and
+report.md + a self-contained report.html: what was run, every figure, the paper's claims with
+verdicts, failed or missing cells and why."""
 import datetime
 import json
+import math
 from pathlib import Path
 
-from . import figures, tidy
+from . import claims, figures, memory, network, render, tidy
 
 PHASE_COLUMNS = ["step"] + tidy.PHASES
+SHOWN_PACKAGES = ("torch", "tensorflow", "tensorflow-cpu", "tf-keras", "mxnet", "numpy", "psutil")
 
 
-def build(run_path):
+def build(run_path, quiet=False):
     run_path = Path(run_path)
     out = run_path / "analysis"
     out.mkdir(exist_ok=True)
     manifest = json.loads((run_path / "manifest.json").read_text())
     records = tidy.load_records(run_path / "records.jsonl")
     cells = tidy.cell_table(records)
+    groups = tidy.group_table(cells)
     records.to_csv(out / "records.csv", index=False)
     cells.to_csv(out / "cells.csv", index=False)
-    fig3 = figures.execution_time(cells, out / "fig3_execution_time")
-    report = out / "report.md"
-    report.write_text(render(manifest, cells, [Path(p).name for p in fig3]))
-    print("report:  %s\nfigures: %s" % (report, ", ".join(fig3)))
-    return {"report": report, "figures": fig3, "cells": cells}
+    groups.to_csv(out / "groups.csv", index=False)
+    blocks, pngs = sections(run_path, out, manifest, records, cells, groups)
+    (out / "report.md").write_text(render.markdown(blocks))
+    (out / "report.html").write_text(render.to_html(blocks, "Reproduction report: run %s"
+                                                    % manifest.get("run_id")))
+    if not quiet:
+        print("report:  %s\n         %s\nfigures: %s" % (out / "report.md", out / "report.html",
+                                                        ", ".join(pngs)))
+    return {"report": out / "report.md", "html": out / "report.html", "figures": pngs,
+            "cells": cells, "groups": groups}
 
 
-def render(manifest, cells, figure_files):
-    lines = ["# Reproduction report: run %s" % manifest["run_id"], ""]
-    lines += _provenance(manifest) + [""]
-    lines += ["## Execution time (cf. paper Fig. 3)", "", "![Fig. 3](%s)" % figure_files[0], ""]
-    lines += ["## Cells", "",
-              "Per-step means in seconds over measured steps (warm-up excluded), averaged over "
-              "workers; execution = the slowest worker's training time. Breakdown definitions: "
-              "docs/methodology.md.", ""]
-    lines += _cells_table(cells) + [""]
+def sections(run_path, out, manifest, records, cells, groups):
+    planned = sorted({c["system"] for c in manifest.get("cells", [])})
+    pngs = []
+
+    def figure(paths):
+        pngs.append(paths[0])
+        return paths[0]
+
+    blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))]
+    blocks += provenance(manifest)
+    blocks += claims_section(groups)
+    fig3 = figure(figures.execution_time(groups, out / "fig3_execution_time", planned))
+    blocks += execution_section(fig3, groups)
+    for benchmark in dict.fromkeys(groups.benchmark):
+        stem = "%s_breakdown_%s" % (figures.BREAKDOWN_FIGURES.get(benchmark, "fig"), benchmark)
+        png = figure(figures.breakdown(groups, benchmark, out / stem, planned))
+        blocks += [("h3", "Breakdown: %s" % benchmark),
+                   ("img", png, "Breakdown of execution time (%s)" % benchmark)]
+    blocks += table_v_section(groups)
+    blocks += memory_section(run_path, out, records, cells, figure)
+    blocks += network_section(out, groups, records, cells, manifest, figure)
+    blocks += failures_section(cells)
+    return blocks, pngs
+
+
+def claims_section(groups):
+    rows = [[c["text"], c["section"], _fmt(c["paper"]), _fmt(c["measured"]),
+             "" if c["tolerance"] is None else "%d%%" % round(100 * c["tolerance"]),
+             c["verdict"], c.get("basis", "")] for c in claims.evaluate(groups)]
+    counts = {v: sum(1 for r in rows if r[5] == v) for v in ("agrees", "disagrees",
+                                                            "not measured")}
+    return [("h2", "The paper's claims"),
+            ("p", "Paper values from `analysis/reference/paper.yml`; ratios are execution-time "
+                  "ratios averaged over the benchmarks measured (see basis). %d agree, %d "
+                  "disagree, %d not measured." % (counts["agrees"], counts["disagrees"],
+                                                  counts["not measured"])),
+            ("table", ["claim", "section", "paper", "measured", "tolerance", "verdict", "basis"],
+             rows)]
+
+
+def execution_section(fig3, groups):
+    rows = []
+    for g in groups.itertuples():
+        rows.append([g.benchmark, g.system, g.status, "%d/%d" % (g.succeeded, g.repeats),
+                     _num(g.execution_seconds, "%.2f"), _num(g.ci95, "%.2f"),
+                     _num(g.cv, "%.1f%%", 100), "CV > 5%" if g.unstable else ""]
+                    + [_num(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
+                    + [_num(g.peak_rss_mb, "%.0f")])
+    return [("h2", "Execution time (cf. paper Fig. 3)"), ("img", fig3, "Fig. 3: execution time"),
+            ("p", "Per benchmark and system-mode over its repeats: mean execution time (the "
+                  "slowest worker's training loop) with the 95% confidence interval and the "
+                  "coefficient of variation; per-step phase means in seconds (warm-up "
+                  "excluded). Definitions: docs/methodology.md."),
+            ("table", ["benchmark", "system", "status", "ok/repeats", "execution s", "±95% CI",
+                       "CV", "flag"] + PHASE_COLUMNS + ["peak RSS MB"], rows),
+            ("h2", "Breakdown of execution time (cf. paper Figs. 4, 6, 8, 9)"),
+            ("p", "Seconds per phase over the whole run: per-step means x planned steps.")]
+
+
+def table_v_section(groups):
+    ref = claims.load_reference()["table_v"]
+    values = {(g.benchmark, g.system): g.communication_total
+              for g in groups.itertuples() if g.succeeded}
+    rows = []
+    for system, paper in ref["seconds"].items():
+        found = [values[(b, system)] for b in ref["benchmarks"] if (b, system) in values]
+        mean = sum(found) / len(found) if found else math.nan
+        rows.append([system, _num(mean, "%.2f"), "%d of %d" % (len(found), len(ref["benchmarks"])),
+                     "%.2f" % paper])
+    return [("h2", "Mean communication time per system-mode (cf. paper Table V)"),
+            ("p", "Over the CIFAR-10 benchmarks, as the paper: communication per step x "
+                  "planned steps, averaged over the benchmarks measured."),
+            ("table", ["system", "measured s", "benchmarks", "paper s"], rows)]
+
+
+def memory_section(run_path, out, records, cells, figure):
+    series = memory.load_series(run_path, cells)
+    blocks = [("h2", "Memory (cf. paper section V-G)")]
+    if not series.empty:
+        blocks.append(("img", figure(figures.memory_over_time(series, out / "memory_rss")),
+                       "RSS over time per system-mode and role"))
+    peaks = memory.peak_table(records)
+    peaks.to_csv(out / "memory_peaks.csv", index=False)
+    blocks.append(("table", ["system", "role", "peak RSS MB"],
+                   [[r.system, r.role, _num(r.peak_rss_mb, "%.0f")] for r in peaks.itertuples()]))
+    return blocks
+
+
+def network_section(out, groups, records, cells, manifest, figure):
+    net = network.table(groups, records, cells, manifest)
+    net.to_csv(out / "network.csv", index=False)
+    rate, source = network.link_mbit(manifest)
+    blocks = [("h2", "Network: bytes per step and the bandwidth bound"),
+              ("p", "Link rate %.0f Mbit/s, %s. Bound per worker and step: ring all-reduce "
+                    "2(n-1)/n x model, parameter server 2 x model (push + pull). Efficiency = "
+                    "bound / measured communication. On the local cluster every node shares "
+                    "`lo`: bytes sent are the whole cluster's." % (rate, source))]
+    if net.communication.notna().any():
+        blocks.append(("img", figure(figures.communication_bound(net, out / "network_bound")),
+                       "Communication vs the bandwidth bound"))
+    blocks.append(("table", ["benchmark", "system", "model MB", "sent MB/step/node",
+                             "bound MB/step", "bound s/step", "communication s/step",
+                             "efficiency"],
+                   [[r.benchmark, r.system, _num(r.model_mb, "%.2f"),
+                     _num(r.bytes_sent_per_step_mb, "%.2f"), _num(r.bound_mb_per_step, "%.2f"),
+                     _num(r.bound_seconds, "%.4f"), _num(r.communication, "%.4f"),
+                     _num(r.efficiency, "%.2f")] for r in net.itertuples()]))
+    return blocks
+
+
+def failures_section(cells):
     failed = cells[cells.status != "succeeded"]
-    lines += ["## Failed or missing cells", ""]
-    if failed.empty:
-        lines.append("None: every planned cell succeeded.")
-    for row in failed.itertuples():
-        lines.append("- `%s`: %s%s" % (row.cell_id, row.status,
-                                        " (%s)" % row.reason if row.reason else ""))
-    return "\n".join(lines) + "\n"
+    items = ["`%s`: %s%s" % (r.cell_id, r.status, " (%s)" % r.reason if r.reason else "")
+             for r in failed.itertuples()]
+    return [("h2", "Failed or missing cells"),
+            ("list", items) if items else ("p", "None: every planned cell succeeded.")]
 
 
-def _provenance(manifest):
+def provenance(manifest):
     hosts = manifest.get("inventory", {}).get("hosts", [])
     facts = manifest.get("host_facts") or {}
-    lines = ["## What was run", "",
-             "- command: `%s`" % manifest.get("command", "?"),
+    lines = ["- command: `%s`" % manifest.get("command", "?"),
              "- profile: %s; stack: %s" % (manifest.get("profile"),
                                           manifest.get("stack", {}).get("name")),
              "- git commit: %s%s" % (manifest.get("git", {}).get("commit"),
@@ -56,45 +164,36 @@ def _provenance(manifest):
              "- started: %s; ended: %s" % (_when(manifest.get("started")),
                                           _when(manifest.get("ended"))),
              "- inventory `%s`: %d nodes" % (manifest.get("inventory", {}).get("name"),
-                                             len(hosts)), ""]
-    lines += ["| node | address | vcpus given | CPU | cores | memory MB | kernel | OS |",
-              "|---|---|---|---|---|---|---|---|"]
-    for host in hosts:
-        f = facts.get(host["name"]) or {}
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            host["name"], host["address"], host["vcpus"], f.get("cpu_model", "?"),
-            f.get("cpu_count", "?"), f.get("memory_mb", "?"), f.get("kernel", "?"),
-            f.get("os", "?")))
-    lines += ["", "Installed versions (from each node's environments):", ""]
+                                             len(hosts))]
+    nodes = [[h["name"], h["address"], h["vcpus"]] + [(facts.get(h["name"]) or {}).get(k, "?")
+             for k in ("cpu_model", "cpu_count", "memory_mb", "kernel", "os")] for h in hosts]
+    versions = []
     for node, envs in sorted((manifest.get("installed") or {}).items()):
         for framework, env in sorted((envs or {}).items()):
             # distribution names as metadata spells them vary (tf_keras / tf-keras)
             pkgs = {k.replace("_", "-"): v for k, v in env.get("packages", {}).items()}
             shown = ", ".join("%s %s" % (k, pkgs[k]) for k in SHOWN_PACKAGES if k in pkgs)
-            lines.append("- %s / %s: Python %s; %s" % (node, framework, env.get("python"), shown))
-    return lines
+            versions.append("%s / %s: Python %s; %s" % (node, framework, env.get("python"),
+                                                         shown))
+    return [("h2", "What was run"), ("list", [l[2:] for l in lines]),
+            ("table", ["node", "address", "vcpus given", "CPU", "cores", "memory MB", "kernel",
+                       "OS"], nodes),
+            ("p", "Installed versions (from each node's environments):"), ("list", versions)]
 
 
-SHOWN_PACKAGES = ("torch", "tensorflow", "tensorflow-cpu", "tf-keras", "mxnet", "numpy", "psutil")
 
 
-def _cells_table(cells):
-    header = ["cell", "status", "workers", "execution s"] + PHASE_COLUMNS + ["peak RSS MB"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in cells.to_dict("records"):
-        values = [row["cell_id"], row["status"], _num(row.get("workers"), "%d"),
-                  _num(row.get("execution_seconds"), "%.2f")]
-        values += [_num(row.get(c), "%.4f") for c in PHASE_COLUMNS]
-        values.append(_num(row.get("peak_rss_mb"), "%.0f"))
-        lines.append("| " + " | ".join(values) + " |")
-    return lines
-
-
-def _num(value, fmt):
+def _num(value, fmt, scale=1):
     try:
-        return fmt % value if value == value and value is not None else "-"
+        return fmt % (value * scale) if value == value and value is not None else "-"
     except TypeError:
         return "-"
+
+
+def _fmt(value):
+    if value is None:
+        return "-"
+    return "%.2f" % value if isinstance(value, float) else str(value)
 
 
 def _when(stamp):

@@ -1,10 +1,16 @@
-"""records.jsonl -> pandas tables: one row per record, then one row per cell."""
+"""records.jsonl -> pandas tables: one row per record, one per cell, one per (benchmark,
+system-mode) over its repeats."""
 import json
+import math
 
 import pandas as pd
 
 PHASES = ["loading", "forward", "backward", "communication"]
 CELL_KEYS = ["cell_id", "benchmark", "system", "repeat"]
+CV_LIMIT = 0.05  # a group whose execution time varies more than this is flagged
+# two-sided 95% Student t quantiles by degrees of freedom (no scipy on the controller)
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+       9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
 
 
 def load_records(path):
@@ -17,17 +23,67 @@ def load_records(path):
 
 def cell_table(records):
     """Per cell: status and reason; execution time = slowest worker's training time;
-    per-step phase means averaged over workers; peak RSS = the largest process."""
+    per-step phase means averaged over workers; totals = per-step mean x planned steps;
+    peak RSS = the largest process."""
     status = records[records.metric == "status"].set_index("cell_id")
     per_process = records[records.metric != "status"]
-    table = status[["benchmark", "system", "repeat", "status", "reason"]].copy()
+    table = status[["benchmark", "system", "repeat", "status", "reason", "epochs",
+                    "steps_per_epoch", "nodes"]].copy()
+    table["total_steps"] = table.epochs * table.steps_per_epoch
+    for column in ["step"] + PHASES + ["execution_seconds", "peak_rss_mb", "parameters"]:
+        table[column] = math.nan
+    table["workers"] = 0
     if not per_process.empty:
         wide = per_process.pivot_table(index="cell_id", columns="metric", values="value",
                                        aggfunc="mean")
-        slowest = per_process[per_process.metric == "train_seconds"].groupby("cell_id").value.max()
-        peak = per_process[per_process.metric == "peak_rss_mb"].groupby("cell_id").value.max()
-        table = table.join(wide[[c for c in ["step"] + PHASES if c in wide]], how="left")
-        table["execution_seconds"] = slowest
-        table["peak_rss_mb"] = peak
-        table["workers"] = per_process[per_process.metric == "step"].groupby("cell_id").size()
+        for column in ["step"] + PHASES + ["parameters"]:
+            if column in wide:
+                table[column] = wide[column]
+        table["execution_seconds"] = _by_cell(per_process, "train_seconds", "max")
+        table["peak_rss_mb"] = _by_cell(per_process, "peak_rss_mb", "max")
+        table["workers"] = per_process[per_process.metric == "step"].groupby(
+            "cell_id").size().reindex(table.index).fillna(0).astype(int)
+    for phase in PHASES:
+        table[phase + "_total"] = table[phase] * table.total_steps
     return table.reset_index()
+
+
+def _by_cell(records, metric, how):
+    return records[records.metric == metric].groupby("cell_id").value.agg(how)
+
+
+def group_table(cells):
+    """Per (benchmark, system): repeats run and succeeded, mean execution time with its 95%
+    confidence interval and coefficient of variation, phase means; flagged when CV > 5%."""
+    rows = []
+    for (benchmark, system), group in cells.groupby(["benchmark", "system"], sort=False):
+        ok = group[group.status == "succeeded"]
+        row = {"benchmark": benchmark, "system": system, "repeats": len(group),
+               "succeeded": len(ok), "status": _group_status(group)}
+        row.update(_spread(ok.execution_seconds.dropna()))
+        for column in ["step"] + PHASES + [p + "_total" for p in PHASES] + ["peak_rss_mb",
+                                                                          "parameters"]:
+            row[column] = ok[column].mean() if len(ok) else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _group_status(group):
+    states = sorted(set(group.status))
+    return states[0] if len(states) == 1 else "mixed: " + ", ".join(states)
+
+
+def _spread(values):
+    n = len(values)
+    mean = values.mean() if n else math.nan
+    if n < 2:
+        return {"execution_seconds": mean, "ci95": math.nan, "cv": math.nan, "unstable": False}
+    sd = values.std(ddof=1)
+    cv = sd / mean if mean else math.nan
+    return {"execution_seconds": mean, "ci95": t95(n - 1) * sd / math.sqrt(n), "cv": cv,
+            "unstable": bool(cv > CV_LIMIT)}
+
+
+def t95(df):
+    known = max(k for k in T95 if k <= df)
+    return T95[known] if df <= 30 else 1.96

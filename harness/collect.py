@@ -172,7 +172,7 @@ def _process_records(base, result_file):
         out = [dict(rec, metric=phase, value=summary[phase], unit="s/step")
                for phase in PHASES if summary.get(phase) is not None]
     for metric, unit in (("train_seconds", "s"), ("peak_rss_mb", "MB"),
-                         ("wall_step", "s/step")):
+                         ("wall_step", "s/step"), ("parameters", "count")):
         if result.get(metric) is not None:
             out.append(dict(rec, metric=metric, value=result[metric], unit=unit))
     for metric in ("measured_steps", "warmup_steps"):

@@ -9,11 +9,12 @@ from .errors import UserError
 
 
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
-          benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None):
+          benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
+          repeats=1):
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
     cells = matrix.plan(profile, len(inv.hosts), benchmarks=benchmarks, systems=systems,
-                        epochs=epochs, steps=steps, data=data)
+                        epochs=epochs, steps=steps, data=data, repeats=repeats)
     nodes = nodes_mod.connect_all(inv)
     run_id = run_id or collect.new_run_id()
     if dry_run:
@@ -22,7 +23,8 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     path.mkdir(parents=True, exist_ok=True)
     collect.start_manifest(path, inv, stack, profile, cells,
                            {"benchmarks": benchmarks, "systems": systems, "epochs": epochs,
-                            "steps": steps, "data": data, "timeout": timeout})
+                            "steps": steps, "data": data, "timeout": timeout,
+                            "repeats": repeats})
     print("run %s: %d cell(s) -> %s" % (run_id, len(cells), path), flush=True)
     for cell in cells:
         _write_status(path, cell, {"status": "pending"})

@@ -113,8 +113,10 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
                         local_batch=LOCAL_BATCH, epochs=epochs or spec["epochs"],
                         steps_per_epoch=steps, warmup_steps=min(spec["warmup"], steps - 1),
                         data=data or spec["data"])
-            cells.extend(replace(base, repeat=r) for r in range(repeats))
-    return cells
+            cells.append(base)
+    # repeats interleaved (the whole matrix, then again): slow drift of the machine spreads
+    # over every cell instead of biasing one
+    return [replace(cell, repeat=r) for r in range(repeats) for cell in cells]
 
 
 def _pick(kind, wanted, default, known):

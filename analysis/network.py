@@ -1,0 +1,51 @@
+"""Network: bytes per step beside the model size, and the bandwidth bound of communication.
+
+Per worker and step, ring all-reduce (tensorflow-sync, pytorch-sync) sends 2(n-1)/n of the
+model; a parameter-server exchange (mxnet-*, tensorflow-async) pushes the gradients and pulls the
+weights: twice the model. bound = those bytes / link bandwidth; efficiency = bound / measured
+communication time (1 = the link is the only cost)."""
+import math
+
+import pandas as pd
+
+BYTES_PER_PARAMETER = 4  # float32
+ALL_REDUCE = ("tensorflow-sync", "pytorch-sync")
+ASSUMED_MBIT = 1000  # the paper's cluster; used when the run does not record its link rate
+
+
+def bound_bytes(system, parameters, nodes):
+    model = parameters * BYTES_PER_PARAMETER
+    if system in ALL_REDUCE:
+        return 2.0 * (nodes - 1) / nodes * model
+    return 2.0 * model
+
+
+def link_mbit(manifest):
+    """(rate, where it came from): the run's recorded link rate, else the paper's 1 Gbit/s."""
+    rate = (manifest.get("network") or {}).get("rate_mbit")
+    if rate:
+        return float(rate), "recorded for the run"
+    return float(ASSUMED_MBIT), "assumed (the paper's 1 Gbit/s; the run recorded no link rate)"
+
+
+def table(groups, records, cells, manifest):
+    rate, _ = link_mbit(manifest)
+    sent = records[records.metric == "net_bytes_sent_per_step"].merge(
+        cells[["cell_id", "nodes"]], on="cell_id")
+    sent_mean = sent.groupby(["benchmark", "system"]).value.mean()
+    nodes = cells.groupby(["benchmark", "system"]).nodes.max()
+    rows = []
+    for r in groups.itertuples():
+        key = (r.benchmark, r.system)
+        n = int(nodes.get(key, 3))
+        params = r.parameters if r.parameters == r.parameters else math.nan
+        needed = bound_bytes(r.system, params, n)
+        bound = needed / (rate * 1e6 / 8)
+        comm = r.communication
+        rows.append({"benchmark": r.benchmark, "system": r.system, "nodes": n,
+                     "model_mb": params * BYTES_PER_PARAMETER / 1e6,
+                     "bytes_sent_per_step_mb": sent_mean.get(key, math.nan) / 1e6,
+                     "bound_mb_per_step": needed / 1e6, "bound_seconds": bound,
+                     "communication": comm,
+                     "efficiency": bound / comm if comm and comm > 0 else math.nan})
+    return pd.DataFrame(rows)

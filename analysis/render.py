@@ -1,0 +1,78 @@
+"""One report, two renderings: Markdown (report.md) and self-contained HTML (report.html,
+figures embedded). A report is a list of blocks:
+  ("h1" | "h2" | "h3", text)   ("p", text)   ("list", [text, ...])
+  ("table", header, rows)      ("img", png_path, caption)
+"""
+import base64
+import html
+from pathlib import Path
+
+STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}"
+         "table{border-collapse:collapse;font-size:12px;margin:0.5em 0}"
+         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
+         "th{background:#f0f0f0}img{max-width:100%}code{background:#f4f4f4}"
+         ".agrees{color:#1a7f37}.disagrees{color:#c62828}.not{color:#777}")
+
+
+def markdown(blocks):
+    out = []
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h1", "h2", "h3"):
+            out += ["#" * int(kind[1]) + " " + block[1], ""]
+        elif kind == "p":
+            out += [block[1], ""]
+        elif kind == "list":
+            out += ["- " + item for item in block[1]] + [""]
+        elif kind == "table":
+            out += _md_table(block[1], block[2]) + [""]
+        elif kind == "img":
+            out += ["![%s](%s)" % (block[2], Path(block[1]).name), ""]
+    return "\n".join(out)
+
+
+def _md_table(header, rows):
+    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+
+
+def to_html(blocks, title):
+    out = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>%s</title><style>%s"
+           "</style></head><body>" % (html.escape(title), STYLE)]
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h1", "h2", "h3"):
+            out.append("<%s>%s</%s>" % (kind, _inline(block[1]), kind))
+        elif kind == "p":
+            out.append("<p>%s</p>" % _inline(block[1]))
+        elif kind == "list":
+            out.append("<ul>%s</ul>" % "".join("<li>%s</li>" % _inline(i) for i in block[1]))
+        elif kind == "table":
+            out.append(_html_table(block[1], block[2]))
+        elif kind == "img":
+            data = base64.b64encode(Path(block[1]).read_bytes()).decode()
+            out.append("<figure><img alt='%s' src='data:image/png;base64,%s'><figcaption>%s"
+                       "</figcaption></figure>" % (html.escape(block[2]), data,
+                                                   html.escape(block[2])))
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def _inline(text):
+    """Escape, then turn `code` spans into <code>."""
+    parts = html.escape(str(text)).split("`")
+    return "".join("<code>%s</code>" % p if i % 2 else p for i, p in enumerate(parts))
+
+
+def _html_table(header, rows):
+    head = "".join("<th>%s</th>" % _inline(h) for h in header)
+    body = "".join("<tr>%s</tr>" % "".join(_td(v) for v in row) for row in rows)
+    return "<table><tr>%s</tr>%s</table>" % (head, body)
+
+
+def _td(value):
+    text = str(value)
+    css = {"agrees": "agrees", "disagrees": "disagrees", "not measured": "not"}.get(text)
+    return "<td class='%s'>%s</td>" % (css, _inline(text)) if css else \
+        "<td>%s</td>" % _inline(text)

@@ -1,0 +1,85 @@
+"""Hand-made results folders with known numbers: fixtures for the analysis tests and for the
+analysis benchmark (`invoke analysis-bench`). Not measurements: nothing here runs a framework."""
+import json
+from pathlib import Path
+
+import numpy as np
+
+PARAMETERS = {"lenet5": 62006, "alexnet": 57044810, "resnet18": 11181642, "resnet50": 23528522}
+ROLES = {"sync": ["worker"], "ps": ["worker", "server"], "tf-ps": ["worker", "ps"]}
+
+
+def cell(benchmark, system, seconds, repeat=0, status="succeeded", steps=396, epochs=10,
+         phases=None, nodes=3):
+    """One cell: its execution time, and per-step phases (default: a quarter each)."""
+    step = seconds / (steps * epochs)
+    phases = phases or {p: step / 4 for p in ("loading", "forward", "backward", "communication")}
+    return {"benchmark": benchmark, "system": system, "seconds": seconds, "repeat": repeat,
+            "status": status, "steps": steps, "epochs": epochs, "phases": phases,
+            "nodes": nodes}
+
+
+def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None):
+    """results/<run_id>/ with manifest.json, records.jsonl and, with memory_rows, one 1 Hz
+    memory.csv per process. `planned`: extra (benchmark, system) never run (status pending)."""
+    run = Path(path) / run_id
+    run.mkdir(parents=True, exist_ok=True)
+    records, manifest_cells = [], []
+    for spec in cells + [cell(b, s, float("nan"), status="pending") for b, s in planned or []]:
+        base = _base(spec, run_id)
+        manifest_cells.append(dict(base, id=base["cell_id"]))
+        records.append(dict(base, node=None, role=None, rank=None, metric="status",
+                            value=1.0 if spec["status"] == "succeeded" else 0.0, unit="ok",
+                            status=spec["status"], reason="" if spec["status"] == "succeeded"
+                            else "fixture: %s" % spec["status"]))
+        if spec["status"] == "succeeded":
+            records += _worker_records(spec, base)
+            if memory_rows:
+                _write_memory(run / base["cell_id"], spec, memory_rows)
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run / "manifest.json").write_text(json.dumps({
+        "run_id": run_id, "results_format": 1, "profile": "fixture", "command": "fixture",
+        "cells": manifest_cells, "stack": {"name": "fixture"}, "git": {"commit": "fixture"},
+        "inventory": {"name": "fixture", "hosts": [
+            {"name": "node%d" % i, "address": "10.0.0.%d" % i, "vcpus": 4} for i in (1, 2, 3)]},
+    }))
+    return run
+
+
+def _base(spec, run_id):
+    network = spec["benchmark"].split("-")[0]
+    cell_id = "%s_%s_r%d_fixture" % (spec["benchmark"], spec["system"], spec["repeat"])
+    return {"run_id": run_id, "cell_id": cell_id, "benchmark": spec["benchmark"],
+            "network": network, "dataset": spec["benchmark"].split("-")[1],
+            "system": spec["system"], "framework": spec["system"].split("-")[0],
+            "mode": spec["system"].split("-")[1], "repeat": spec["repeat"],
+            "nodes": spec["nodes"], "local_batch": 42, "epochs": spec["epochs"],
+            "steps_per_epoch": spec["steps"], "data": "synthetic", "stack": "fixture"}
+
+
+def _worker_records(spec, base):
+    out = []
+    params = PARAMETERS[base["network"]]
+    step = sum(spec["phases"].values())
+    for rank in range(spec["nodes"]):
+        rec = dict(base, node="node%d" % (rank + 1), role="worker", rank=rank,
+                   status="succeeded")
+        values = dict(spec["phases"], step=step, train_seconds=spec["seconds"],
+                      peak_rss_mb=500.0 + 100 * rank, parameters=params,
+                      net_bytes_sent_per_step=params * 8.0)
+        out += [dict(rec, metric=k, value=v, unit="") for k, v in values.items()]
+    return out
+
+
+def _write_memory(cell_dir, spec, rows):
+    roles = ROLES["sync" if spec["system"].endswith("sync") and "mxnet" not in spec["system"]
+                  else ("tf-ps" if spec["system"].startswith("tensorflow") else "ps")]
+    elapsed = np.arange(rows, dtype=float)
+    rss = 400 + 50 * np.sin(elapsed / 600.0)
+    text = "time,elapsed_s,rss_mb,children_rss_mb,cpu_percent\n" + "".join(
+        "%.1f,%.1f,%.1f,0.0,95.0\n" % (1.8e9 + e, e, r) for e, r in zip(elapsed, rss))
+    for rank in range(spec["nodes"]):
+        for role in roles:
+            folder = cell_dir / ("node%d" % (rank + 1)) / ("%s-%d" % (role, rank))
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "memory.csv").write_text(text)
