@@ -4,7 +4,7 @@ Options in, one call into harness/, nothing else. Defaults come from invoke.yaml
 """
 import functools
 
-from invoke import Exit, task
+from invoke import Collection, Exit, task
 
 
 def _defaults(c):
@@ -35,14 +35,17 @@ COMMON = {
 
 
 @task(help=dict(COMMON, data_archive="path of cifar-10-binary.tar.gz / cifar-100-binary."
-                "tar.gz already downloaded (md5-checked) instead of downloading it"))
+                "tar.gz already downloaded (md5-checked) instead of downloading it",
+                nodes="node counts `bench --nodes` will use, e.g. 1,2,3: shards for each "
+                      "[all the inventory's nodes]"))
 @_user_errors
-def provision(c, inventory=None, stack=None, profile=None, data=None, data_archive=None):
+def provision(c, inventory=None, stack=None, profile=None, data=None, data_archive=None,
+              nodes=None):
     """Build the framework envs, install bench/, push dataset shards, record host facts."""
     from harness import provision as prov
     d = _defaults(c)
     prov.run(inventory or d["inventory"], stack or d["stack"], profile or d["profile"],
-             data=data, archive=data_archive)
+             data=data, archive=data_archive, nodes=nodes)
 
 
 @task(help=dict(COMMON,
@@ -54,11 +57,15 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                 steps="override the profile's steps per epoch",
                 timeout="seconds before a cell is stopped (default: from the profile)",
                 repeats="run every cell N times (the analysis shows mean, 95% CI and CV) [1]",
+                nodes="scaling: run each cell on the first k hosts for each k, e.g. 1,2,3 "
+                      "(local batch stays 42; provision with the same --nodes)",
+                network="emulated cluster only: run the cells at each link setting, e.g. "
+                        "50mbit,1gbit,10gbit (reshaped between settings, recorded per cell)",
                 results="results folder [invoke.yaml: results]"))
 @_user_errors
 def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
-          repeats=None, results=None):
+          repeats=None, network=None, nodes=None, results=None):
     """Run the matrix: one cell at a time on every node at once, watched, stopped by pid."""
     from harness import commands
     d = _defaults(c)
@@ -67,7 +74,8 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
                    systems=systems, epochs=commands.check_positive("epochs", epochs),
                    steps=commands.check_positive("steps", steps), data=data,
                    timeout=commands.check_positive("timeout", timeout),
-                   repeats=commands.check_positive("repeats", repeats) or 1)
+                   repeats=commands.check_positive("repeats", repeats) or 1, network=network,
+                   node_counts=nodes)
 
 
 @task(help={"inventory": COMMON["inventory"], "run": "run id (default: the latest)",
@@ -133,3 +141,41 @@ def analysis_bench(c, repeats=3, hours=1.0):
     """Benchmark: time the analysis of a paper-sized, hand-made run (goal < 30 s)."""
     from analysis import benchmark
     benchmark.run(int(repeats), float(hours))
+
+
+# --- the emulated cluster (root): `invoke cluster.up`, `cluster.status`, `cluster.down` -------
+
+@task(name="up", help={"hosts": "how many emulated hosts [3]",
+                       "network": "link preset: 1gbit, 10gbit, 100mbit, 50mbit [1gbit]",
+                       "rate": "link rate instead of a preset, e.g. 200mbit",
+                       "delay": "added one-way delay, e.g. 5ms (needs the kernel's netem)",
+                       "loss": "packet loss, e.g. 0.1% (needs the kernel's netem)",
+                       "vcpus": "CPU quota per host, in cores [1]",
+                       "memory": "memory limit per host, MB [4096]"})
+@_user_errors
+def cluster_up(c, hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1,
+               memory=4096):
+    """Create the emulated hosts (namespaces, sshd, shaped links, cgroups) and inventory/netns.yml."""
+    from harness import cluster
+    cluster.up(int(hosts), network, rate, delay, loss, float(vcpus), int(memory))
+
+
+@task(name="down")
+@_user_errors
+def cluster_down(c):
+    """Remove everything cluster.up made, and nothing else (results stay)."""
+    from harness import cluster
+    cluster.down()
+
+
+@task(name="status")
+@_user_errors
+def cluster_status(c):
+    """Show the emulated hosts, their links and limits."""
+    from harness import cluster
+    cluster.status()
+
+
+ns = Collection(provision, bench, collect, analyze, reproduce, overhead, crosscheck,
+                analysis_bench)
+ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))

@@ -139,3 +139,42 @@ def communication_bound(net, out_stem):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return save(fig, out_stem)
+
+
+def communication_vs_bandwidth(net, out_stem):
+    """Beyond the paper: communication time per step against the link rate, per system-mode
+    and benchmark (log-log)."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for (benchmark, system), rows in net.dropna(subset=["communication"]).groupby(
+            ["benchmark", "system"]):
+        rows = rows.sort_values("link_mbit")
+        ax.plot(rows.link_mbit, rows.communication.clip(lower=1e-5), marker="o",
+                color=COLOURS.get(system), label="%s %s" % (system, benchmark))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("link rate (Mbit/s)")
+    ax.set_ylabel("communication (s per step)")
+    ax.set_title("Communication against bandwidth", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    return save(fig, out_stem)
+
+
+def scaling(table, out_stem):
+    """Speedup and scaling efficiency against node count, per system-mode (and benchmark)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.4))
+    for (benchmark, system, link), rows in table.groupby(["benchmark", "system", "link"]):
+        label = " ".join(x for x in (system, benchmark, link) if x)
+        left.plot(rows.nodes, rows.speedup, marker="o", color=COLOURS.get(system), label=label)
+        right.plot(rows.nodes, rows.efficiency, marker="o", color=COLOURS.get(system))
+    top = int(table.nodes.max())
+    left.plot([1, top], [1, top], ls=":", color="grey", label="linear")
+    left.set_xlabel("nodes")
+    left.set_ylabel("speedup over 1 node")
+    right.set_xlabel("nodes")
+    right.set_ylabel("scaling efficiency")
+    right.set_ylim(0, 1.2)
+    left.legend(fontsize=6)
+    fig.suptitle("Scaling (throughput, local batch fixed)", fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_stem)

@@ -29,20 +29,23 @@ def link_mbit(manifest):
 
 
 def table(groups, records, cells, manifest):
-    rate, _ = link_mbit(manifest)
-    sent = records[records.metric == "net_bytes_sent_per_step"].merge(
-        cells[["cell_id", "nodes"]], on="cell_id")
-    sent_mean = sent.groupby(["benchmark", "system"]).value.mean()
-    nodes = cells.groupby(["benchmark", "system"]).nodes.max()
+    default_rate, _ = link_mbit(manifest)
+    keys = ["benchmark", "system", "link"]
+    sent = records[records.metric == "net_bytes_sent_per_step"][["cell_id", "value"]].merge(
+        cells[["cell_id"] + keys], on="cell_id")
+    sent_mean = sent.groupby(keys).value.mean()
+    nodes = cells.groupby(keys).nodes.max()
     rows = []
     for r in groups.itertuples():
-        key = (r.benchmark, r.system)
+        key = (r.benchmark, r.system, r.link)
+        rate = r.link_mbit if r.link_mbit == r.link_mbit and r.link_mbit else default_rate
         n = int(nodes.get(key, 3))
         params = r.parameters if r.parameters == r.parameters else math.nan
         needed = bound_bytes(r.system, params, n)
         bound = needed / (rate * 1e6 / 8)
         comm = r.communication
-        rows.append({"benchmark": r.benchmark, "system": r.system, "nodes": n,
+        rows.append({"benchmark": r.benchmark, "system": r.system, "link": r.link,
+                     "link_mbit": rate, "nodes": n,
                      "model_mb": params * BYTES_PER_PARAMETER / 1e6,
                      "bytes_sent_per_step_mb": sent_mean.get(key, math.nan) / 1e6,
                      "bound_mb_per_step": needed / 1e6, "bound_seconds": bound,

@@ -44,19 +44,41 @@ def sections(run_path, out, manifest, records, cells, groups):
 
     blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))]
     blocks += provenance(manifest)
-    blocks += claims_section(groups)
-    fig3 = figure(figures.execution_time(groups, out / "fig3_execution_time", planned))
+    main = tidy.reference_groups(groups)  # the paper's network setting
+    blocks += claims_section(main)
+    fig3 = figure(figures.execution_time(main, out / "fig3_execution_time", planned))
     blocks += execution_section(fig3, groups)
-    for benchmark in dict.fromkeys(groups.benchmark):
+    for benchmark in dict.fromkeys(main.benchmark):
         stem = "%s_breakdown_%s" % (figures.BREAKDOWN_FIGURES.get(benchmark, "fig"), benchmark)
-        png = figure(figures.breakdown(groups, benchmark, out / stem, planned))
+        png = figure(figures.breakdown(main, benchmark, out / stem, planned))
         blocks += [("h3", "Breakdown: %s" % benchmark),
                    ("img", png, "Breakdown of execution time (%s)" % benchmark)]
-    blocks += table_v_section(groups)
+    blocks += table_v_section(main)
     blocks += memory_section(run_path, out, records, cells, figure)
     blocks += network_section(out, groups, records, cells, manifest, figure)
+    blocks += scaling_section(out, groups, figure)
     blocks += failures_section(cells)
     return blocks, pngs
+
+
+def scaling_section(out, groups, figure):
+    if groups.nodes.nunique() < 2:
+        return []
+    table = tidy.scaling_table(groups)
+    table.to_csv(out / "scaling.csv", index=False)
+    blocks = [("h2", "Scaling (beyond the paper)"),
+              ("p", "Each cell on the first k nodes, local batch 42 (the global batch grows "
+                    "with k). Throughput = k x 42 / step time; speedup over one node; "
+                    "efficiency = speedup / k.")]
+    if table.speedup.notna().any():
+        blocks.append(("img", figure(figures.scaling(table, out / "scaling")),
+                       "Speedup and scaling efficiency"))
+    blocks.append(("table", ["benchmark", "system", "links", "nodes", "images/s", "speedup",
+                             "efficiency"],
+                   [[r.benchmark, r.system, r.link or "-", r.nodes, _num(r.images_per_s, "%.1f"),
+                     _num(r.speedup, "%.2f"), _num(r.efficiency, "%.2f")]
+                    for r in table.itertuples()]))
+    return blocks
 
 
 def claims_section(groups):
@@ -77,7 +99,8 @@ def claims_section(groups):
 def execution_section(fig3, groups):
     rows = []
     for g in groups.itertuples():
-        rows.append([g.benchmark, g.system, g.status, "%d/%d" % (g.succeeded, g.repeats),
+        rows.append([g.benchmark, g.system, g.link or "-", g.status,
+                     "%d/%d" % (g.succeeded, g.repeats),
                      _num(g.execution_seconds, "%.2f"), _num(g.ci95, "%.2f"),
                      _num(g.cv, "%.1f%%", 100), "CV > 5%" if g.unstable else ""]
                     + [_num(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
@@ -87,7 +110,8 @@ def execution_section(fig3, groups):
                   "slowest worker's training loop) with the 95% confidence interval and the "
                   "coefficient of variation; per-step phase means in seconds (warm-up "
                   "excluded). Definitions: docs/methodology.md."),
-            ("table", ["benchmark", "system", "status", "ok/repeats", "execution s", "±95% CI",
+            ("table", ["benchmark", "system", "links", "status", "ok/repeats", "execution s",
+                       "±95% CI",
                        "CV", "flag"] + PHASE_COLUMNS + ["peak RSS MB"], rows),
             ("h2", "Breakdown of execution time (cf. paper Figs. 4, 6, 8, 9)"),
             ("p", "Seconds per phase over the whole run: per-step means x planned steps.")]
@@ -127,17 +151,20 @@ def network_section(out, groups, records, cells, manifest, figure):
     net.to_csv(out / "network.csv", index=False)
     rate, source = network.link_mbit(manifest)
     blocks = [("h2", "Network: bytes per step and the bandwidth bound"),
-              ("p", "Link rate %.0f Mbit/s, %s. Bound per worker and step: ring all-reduce "
+              ("p", "Link rate: each cell's recorded setting, else %.0f Mbit/s, %s. Bound per worker and step: ring all-reduce "
                     "2(n-1)/n x model, parameter server 2 x model (push + pull). Efficiency = "
                     "bound / measured communication. On the local cluster every node shares "
                     "`lo`: bytes sent are the whole cluster's." % (rate, source))]
     if net.communication.notna().any():
         blocks.append(("img", figure(figures.communication_bound(net, out / "network_bound")),
                        "Communication vs the bandwidth bound"))
-    blocks.append(("table", ["benchmark", "system", "model MB", "sent MB/step/node",
+    if net.link_mbit.nunique() > 1:
+        blocks.append(("img", figure(figures.communication_vs_bandwidth(
+            net, out / "network_bandwidth")), "Communication time against link bandwidth"))
+    blocks.append(("table", ["benchmark", "system", "Mbit/s", "model MB", "sent MB/step/node",
                              "bound MB/step", "bound s/step", "communication s/step",
                              "efficiency"],
-                   [[r.benchmark, r.system, _num(r.model_mb, "%.2f"),
+                   [[r.benchmark, r.system, _num(r.link_mbit, "%g"), _num(r.model_mb, "%.2f"),
                      _num(r.bytes_sent_per_step_mb, "%.2f"), _num(r.bound_mb_per_step, "%.2f"),
                      _num(r.bound_seconds, "%.4f"), _num(r.communication, "%.4f"),
                      _num(r.efficiency, "%.2f")] for r in net.itertuples()]))

@@ -49,6 +49,8 @@ def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None):
 def _base(spec, run_id):
     network = spec["benchmark"].split("-")[0]
     cell_id = "%s_%s_r%d_fixture" % (spec["benchmark"], spec["system"], spec["repeat"])
+    if spec["nodes"] != 3:
+        cell_id += "_n%d" % spec["nodes"]
     return {"run_id": run_id, "cell_id": cell_id, "benchmark": spec["benchmark"],
             "network": network, "dataset": spec["benchmark"].split("-")[1],
             "system": spec["system"], "framework": spec["system"].split("-")[0],

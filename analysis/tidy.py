@@ -27,8 +27,12 @@ def cell_table(records):
     peak RSS = the largest process."""
     status = records[records.metric == "status"].set_index("cell_id")
     per_process = records[records.metric != "status"]
+    for optional in ("link", "link_mbit"):  # absent from runs without link settings
+        if optional not in status:
+            status = status.assign(**{optional: None})
     table = status[["benchmark", "system", "repeat", "status", "reason", "epochs",
-                    "steps_per_epoch", "nodes"]].copy()
+                    "steps_per_epoch", "nodes", "link", "link_mbit"]].copy()
+    table["link"] = table.link.fillna("")
     table["total_steps"] = table.epochs * table.steps_per_epoch
     for column in ["step"] + PHASES + ["execution_seconds", "peak_rss_mb", "parameters"]:
         table[column] = math.nan
@@ -56,9 +60,11 @@ def group_table(cells):
     """Per (benchmark, system): repeats run and succeeded, mean execution time with its 95%
     confidence interval and coefficient of variation, phase means; flagged when CV > 5%."""
     rows = []
-    for (benchmark, system), group in cells.groupby(["benchmark", "system"], sort=False):
+    for (benchmark, system, link, nodes), group in cells.groupby(
+            ["benchmark", "system", "link", "nodes"], sort=False):
         ok = group[group.status == "succeeded"]
-        row = {"benchmark": benchmark, "system": system, "repeats": len(group),
+        row = {"benchmark": benchmark, "system": system, "link": link, "nodes": nodes,
+               "link_mbit": group.link_mbit.max(), "repeats": len(group),
                "succeeded": len(ok), "status": _group_status(group)}
         row.update(_spread(ok.execution_seconds.dropna()))
         for column in ["step"] + PHASES + [p + "_total" for p in PHASES] + ["peak_rss_mb",
@@ -87,3 +93,31 @@ def _spread(values):
 def t95(df):
     known = max(k for k in T95 if k <= df)
     return T95[known] if df <= 30 else 1.96
+
+
+def reference_groups(groups):
+    """The groups the paper's figures and claims use: unshaped or 1 Gbit/s links (the paper's
+    network), else the first link setting of the run."""
+    if groups.empty:
+        return groups
+    groups = groups[groups.nodes == groups.nodes.max()]  # the paper ran on all its nodes
+    paper = groups[groups.link.isin(["", "1gbit"])]
+    return paper if not paper.empty else groups[groups.link == groups.link.iloc[0]]
+
+
+def scaling_table(groups, local_batch=42):
+    """Per benchmark, system-mode and link: throughput (images/s over all workers) at each
+    node count, speedup over one node, and scaling efficiency = speedup / nodes."""
+    ok = groups[(groups.succeeded > 0) & groups.step.notna()].copy()
+    ok["images_per_s"] = ok.nodes * local_batch / ok.step
+    rows = []
+    for key, group in ok.groupby(["benchmark", "system", "link"], sort=False):
+        single = group[group.nodes == 1].images_per_s
+        base = single.iloc[0] if len(single) else math.nan
+        for r in group.sort_values("nodes").itertuples():
+            speedup = r.images_per_s / base
+            rows.append({"benchmark": key[0], "system": key[1], "link": key[2],
+                         "nodes": r.nodes, "images_per_s": r.images_per_s,
+                         "speedup": speedup, "efficiency": speedup / r.nodes})
+    return pd.DataFrame(rows, columns=["benchmark", "system", "link", "nodes", "images_per_s",
+                                       "speedup", "efficiency"])

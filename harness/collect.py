@@ -59,7 +59,7 @@ def git_state():
             "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
-def start_manifest(path, inv, stack, profile, cells, options):
+def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
     write_json(path / "manifest.json", {
         "results_format": RESULTS_FORMAT,
         "run_id": path.name,
@@ -71,7 +71,8 @@ def start_manifest(path, inv, stack, profile, cells, options):
         "stack": {"name": stack.name, "python": stack.python,
                   "declared": {f: e.packages for f, e in stack.envs.items()}},
         "profile": profile,
-        "cells": [dict(c.settings, id=c.id, config_hash=c.config_hash) for c in cells],
+        "cells": [dict(c.settings, id=c.id, config_hash=c.config_hash,
+                       link_mbit=(link_mbit or {}).get(c.id)) for c in cells],
         "started": time.time(),
     })
 
@@ -137,7 +138,8 @@ def build_records(path):
 
 def _base(manifest, cell):
     keys = ("benchmark", "network", "dataset", "system", "framework", "mode", "repeat",
-            "config_hash", "nodes", "local_batch", "epochs", "steps_per_epoch", "data")
+            "config_hash", "nodes", "local_batch", "epochs", "steps_per_epoch", "data",
+            "link", "link_mbit")
     base = {k: cell.get(k) for k in keys}
     base.update(run_id=manifest.get("run_id"), cell_id=cell["id"],
                 stack=manifest.get("stack", {}).get("name"))

@@ -4,17 +4,21 @@ import signal
 import time
 from pathlib import Path
 
-from . import collect, datasets, inventory, launch, matrix, nodes as nodes_mod, stacks
+from . import (collect, datasets, inventory, launch, matrix, nodes as nodes_mod, provision,
+               shaping, stacks)
 from .errors import UserError
 
 
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
-          repeats=1):
+          repeats=1, network=None, node_counts=None):
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
+    networks = shaping.check(inv, network)
     cells = matrix.plan(profile, len(inv.hosts), benchmarks=benchmarks, systems=systems,
-                        epochs=epochs, steps=steps, data=data, repeats=repeats)
+                        epochs=epochs, steps=steps, data=data, repeats=repeats,
+                        networks=networks,
+                        node_counts=provision.node_counts(node_counts, len(inv.hosts)))
     nodes = nodes_mod.connect_all(inv)
     run_id = run_id or collect.new_run_id()
     if dry_run:
@@ -24,7 +28,8 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     collect.start_manifest(path, inv, stack, profile, cells,
                            {"benchmarks": benchmarks, "systems": systems, "epochs": epochs,
                             "steps": steps, "data": data, "timeout": timeout,
-                            "repeats": repeats})
+                            "repeats": repeats, "network": network, "nodes": node_counts},
+                           link_mbit=shaping.link_mbits(inv, cells))
     print("run %s: %d cell(s) -> %s" % (run_id, len(cells), path), flush=True)
     for cell in cells:
         _write_status(path, cell, {"status": "pending"})
@@ -33,6 +38,7 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     try:
         for index, cell in enumerate(cells, 1):
             print("cell %d/%d" % (index, len(cells)), flush=True)
+            shaping.apply(cell)
             outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout)
     finally:
         collect.finish_manifest(path, nodes)
@@ -90,9 +96,9 @@ def _dry_run(cells, run_id, nodes, stack):
     """Print the cells and each node's rendered script; touches no node."""
     print("%d cell(s):" % len(cells))
     for cell in cells:
-        print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s"
+        print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s%s"
               % (cell.id, cell.system, cell.nodes, cell.epochs, cell.steps_per_epoch,
-                 cell.local_batch, cell.data))
+                 cell.local_batch, cell.data, ", links %s" % cell.link if cell.link else ""))
     for cell in cells:
         shards = {"id": datasets.dataset_id(cell.dataset, cell.data),
                   "classes": datasets.spec(cell.dataset).classes,

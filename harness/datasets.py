@@ -176,7 +176,7 @@ def prepare(name, source, workers, seed=0, archive=None, progress=print):
     ds_id = dataset_id(name, source, seed)
     out = cache_dir() / "datasets" / "shards" / ds_id / ("%d-workers" % workers)
     index = out / "shards.json"
-    if index.is_file() and "full" in json.loads(index.read_text()):
+    if index.is_file() and (out / full_name(workers)).is_file():
         return out
     if source == "synthetic":
         folder = cache_dir() / "datasets" / "synthetic" / ds_id
@@ -192,7 +192,10 @@ def prepare(name, source, workers, seed=0, archive=None, progress=print):
     return out
 
 
-FULL_NAME = "full.bin"  # every shard, concatenated in rank order
+def full_name(workers):
+    """Every shard of a `workers`-way split, concatenated in rank order."""
+    return "full-of-%d.bin" % workers
+
 
 
 def shard_name(rank, workers):
@@ -217,11 +220,11 @@ def write_shards(records, s, workers, out, seed, ds_id):
         entries.append({"rank": rank, "file": path.name, "images": len(shard),
                         "md5": md5sum(path)})
     # Asynchronous TensorFlow workers each read the whole training set (paper, section IV)
-    full = out / FULL_NAME
+    full = out / full_name(workers)
     full.write_bytes(b"".join(shard.tobytes() for shard in shards))
     meta = {"dataset": s.name, "id": ds_id, "workers": workers, "label_bytes": s.label_bytes,
             "classes": s.classes, "record_bytes": s.record, "shards": entries,
-            "full": {"file": FULL_NAME, "images": sum(len(x) for x in shards), "md5": md5sum(full)}}
+            "full": {"file": full_name(workers), "images": sum(len(x) for x in shards), "md5": md5sum(full)}}
     tmp = out / "shards.json.tmp"
     tmp.write_text(json.dumps(meta, indent=1))
     tmp.rename(out / "shards.json")  # written last: its presence means the shards are complete

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import jinja2
 
 from . import layout
-from .datasets import FULL_NAME, shard_name
+from .datasets import full_name, shard_name
 from .errors import UserError
 from .matrix import SYSTEMS
 from .paths import BENCH
@@ -79,8 +79,8 @@ def prepare(cell, run_id, nodes, stack, shards, resolve=None):
             input_size=cell.input_size, address=host.address,
             out_dir=out_dir, classes=shards["classes"], label_bytes=shards["label_bytes"],
             shard="%s/%s" % (data_dirs[rank], shard_name(rank, cell.nodes)),
-            full_data="%s/%s" % (data_dirs[rank], FULL_NAME),
-            full_data_by_worker=["%s/%s" % (d, FULL_NAME) for d in data_dirs],
+            full_data="%s/%s" % (data_dirs[rank], full_name(cell.nodes)),
+            full_data_by_worker=["%s/%s" % (d, full_name(cell.nodes)) for d in data_dirs],
             worker_nodes=[n.name for n in used], sharing=sharing(cell, nodes, node))
         variables = dict(config, system=cell.system, master_addr=nodes[0].host.address,
                          master_port=layout.port(nodes[0], "torch_master"),
@@ -226,7 +226,8 @@ def check_ready(cell, nodes, stack, shards):
                                                  shard_name(rank, cell.nodes)),
         }
         if cell.system == "tensorflow-async":
-            needed["the whole training set"] = "%s/data/%s/%s" % (workdir, shards["id"], FULL_NAME)
+            needed["the whole training set"] = "%s/data/%s/%s" % (workdir, shards["id"],
+                                                                  full_name(cell.nodes))
         for what, path in needed.items():
             if node.run("test -e %s" % shlex.quote(path), check=False).exited != 0:
                 raise UserError("%s: %s is missing (%s)" % (node.name, what, path),

@@ -64,6 +64,7 @@ class Cell:
     warmup_steps: int
     data: str
     repeat: int = 0
+    link: str = ""  # link setting on the emulated cluster (`bench --network`), "" = as it is
 
     @property
     def settings(self):
@@ -71,7 +72,10 @@ class Cell:
 
     @property
     def config_hash(self):
-        text = json.dumps(self.settings, sort_keys=True)
+        settings = self.settings
+        if not settings["link"]:
+            del settings["link"]  # ids of unshaped cells stay what they were
+        text = json.dumps(settings, sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:8]
 
     @property
@@ -91,7 +95,7 @@ class Cell:
 
 
 def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None, data=None,
-         repeats=1):
+         repeats=1, networks=None, node_counts=None):
     """Cells of a profile, filtered and overridden by the user's options, in run order."""
     if profile not in PROFILES:
         raise UserError("unknown profile %r" % profile, "use one of: %s" % ", ".join(PROFILES))
@@ -116,7 +120,9 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
             cells.append(base)
     # repeats interleaved (the whole matrix, then again): slow drift of the machine spreads
     # over every cell instead of biasing one
-    return [replace(cell, repeat=r) for r in range(repeats) for cell in cells]
+    # networks outermost: the links are reshaped once per setting, not once per cell
+    return [replace(cell, repeat=r, link=n, nodes=k) for n in networks or [""]
+            for k in node_counts or [nodes] for r in range(repeats) for cell in cells]
 
 
 def _pick(kind, wanted, default, known):

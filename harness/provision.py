@@ -1,9 +1,9 @@
 """`invoke provision`: prepare data on the controller, then real ansible-playbook on the nodes."""
+import gzip
 import hashlib
 import json
 import os
 import re
-import gzip
 import subprocess
 import sys
 import tarfile
@@ -37,18 +37,21 @@ def stage_bench():
     return target
 
 
-def needed_datasets(profile, nodes, data=None, archive=None, progress=print):
-    """Shard folders for every dataset the profile's cells read."""
+def needed_datasets(profile, nodes, data=None, archive=None, progress=print, counts=None):
+    """Shard folders for every dataset the profile's cells read, split for each node count
+    the cells may use (`counts`, default: all the nodes)."""
     cells = matrix.plan(profile, nodes, data=data)
-    found = {}
+    found = []
     for dataset, source in sorted({(c.dataset, c.data) for c in cells}):
-        folder = datasets.prepare(dataset, source, nodes, archive=archive, progress=progress)
-        meta = json.loads((folder / "shards.json").read_text())
-        found[meta["id"]] = {"id": meta["id"], "src_dir": str(folder), "workers": nodes}
-    return list(found.values())
+        for workers in counts or [nodes]:
+            folder = datasets.prepare(dataset, source, workers, archive=archive,
+                                      progress=progress)
+            meta = json.loads((folder / "shards.json").read_text())
+            found.append({"id": meta["id"], "src_dir": str(folder), "workers": workers})
+    return found
 
 
-def playbook_vars(inv, stack, profile, data=None, archive=None):
+def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None):
     return {
         "stack_name": stack.name,
         "stack_python": stack.python,
@@ -56,14 +59,15 @@ def playbook_vars(inv, stack, profile, data=None, archive=None):
         "stack_envs": [{"framework": e.framework, "dirname": e.dirname, "packages": e.packages,
                         "pip_args": e.pip_args} for e in stack.envs.values()],
         "bench_archive": str(stage_bench()),
-        "datasets": needed_datasets(profile, len(inv.hosts), data, archive),
+        "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
     }
 
 
-def run(inventory_name, stack_name, profile, data=None, archive=None, check=False):
+def run(inventory_name, stack_name, profile, data=None, archive=None, check=False, nodes=None):
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
-    variables = playbook_vars(inv, stack, profile, data, archive)
+    counts = node_counts(nodes, len(inv.hosts))
+    variables = playbook_vars(inv, stack, profile, data, archive, counts)
     vars_file = cache_dir() / "staging" / "provision-vars.json"
     vars_file.parent.mkdir(parents=True, exist_ok=True)
     vars_file.write_text(json.dumps(variables, indent=1))
@@ -101,3 +105,17 @@ def _stream(command):
                         % (proc.returncode, ", ".join(bad) or "the play"),
                         "read the failed task above; it names the host and the cause")
     return recap
+
+
+def node_counts(text, hosts):
+    """`--nodes 1,2,3` -> [1, 2, 3] (each at most the inventory's host count); None -> all."""
+    if not text:
+        return [hosts]
+    try:
+        counts = sorted({int(part) for part in str(text).split(",") if part.strip()})
+    except ValueError:
+        counts = []
+    if not counts or counts[0] < 1 or counts[-1] > hosts:
+        raise UserError("--nodes %r: give node counts between 1 and %d, like 1,2,3"
+                        % (text, hosts), "the inventory has %d hosts" % hosts)
+    return counts

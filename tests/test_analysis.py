@@ -112,3 +112,22 @@ def test_html_report_is_self_contained(tmp_path):
     names = {p.split("/")[-1] for p in built["figures"]}
     assert {"fig3_execution_time.png", "fig4_breakdown_lenet5-cifar10.png",
             "memory_rss.png", "network_bound.png"} <= names
+
+
+def test_scaling_speedup_and_efficiency(tmp_path):
+    """Step time 1.0 s on 1 node, 1.25 s on 2, 1.5 s on 3: throughput 42, 67.2, 84 images/s."""
+    cells = []
+    for nodes, step in ((1, 1.0), (2, 1.25), (3, 1.5)):
+        phases = {"loading": 0.0, "forward": step / 2, "backward": step / 2,
+                  "communication": 0.0}
+        cells.append(synthetic.cell("lenet5-cifar10", "pytorch-sync", step * 3960,
+                                    phases=phases, nodes=nodes))
+    run = synthetic.write_run(tmp_path, cells)
+    groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
+    table = tidy.scaling_table(groups).set_index("nodes")
+    assert table.speedup.tolist() == pytest.approx([1.0, 1.6, 2.0])
+    assert table.efficiency.tolist() == pytest.approx([1.0, 0.8, 2.0 / 3])
+    # the paper's figures use the 3-node cells only
+    assert tidy.reference_groups(groups).nodes.tolist() == [3]
+    text = report.build(run, quiet=True)["report"].read_text()
+    assert "## Scaling (beyond the paper)" in text and "scaling.png" in text

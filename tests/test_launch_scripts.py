@@ -134,7 +134,7 @@ def test_tensorflow_async_chief_ps_and_workers():
     assert all("-m bench.tensorflow.server" in p.script for p in procs[1:])
     # asynchronous workers each read the whole training set from their own node
     assert procs[0].config["full_data_by_worker"][2].endswith(
-        "/node3/data/cifar10-synthetic-seed0/full.bin")
+        "/node3/data/cifar10-synthetic-seed0/full-of-3.bin")
 
 
 @pytest.mark.parametrize("system", sorted(matrix.SYSTEMS))

@@ -57,6 +57,19 @@ def endless(make_batches):
             yield batch
 
 
+def in_turn(config, barrier, measure):
+    """Run measure() on each worker alone, rank after rank, the others waiting at barrier():
+    compute is then measured without the other workers' load, which on machines shared by
+    several nodes (the local and emulated clusters) would otherwise inflate it."""
+    result = None
+    for rank in range(config["world_size"]):
+        barrier()
+        if rank == config["rank"]:
+            result = measure()
+    barrier()
+    return result
+
+
 def calibrate(config, sampler, forward, forward_backward, update=None):
     """Compute with communication off, on this node: median-ready lists of seconds.
 

@@ -94,8 +94,8 @@ def train(config, sampler):
                   kvstore.num_workers))
     result, batch = loop.timed_steps(config, sampler, lambda epoch: batches(loader),
                                      make_step(config, net, trainer))
-    kvstore._barrier()  # calibrate only when every worker has finished the timed run
-    calibration = calibrate(config, sampler, net, batch)
+    calibration = loop.in_turn(config, kvstore._barrier,
+                               lambda: calibrate(config, sampler, net, batch))
     result.update(calibration=calibration, parameters=models.parameter_count(net),
                   kvstore_rank=kvstore.rank,
                   summary=summarise(result["steps"], calibration, worker_updates=False))

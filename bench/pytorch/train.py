@@ -71,9 +71,8 @@ def train(config, sampler):
                % (config["network"], models.parameter_count(model), dist.get_world_size()))
     result, batch = loop.timed_steps(config, sampler, lambda epoch: iter(loader),
                                      make_step(config, ddp))
-    dist.barrier()  # calibrate only when every worker has finished the timed run
-    calibration = calibrate(config, sampler, model, batch)
-    dist.barrier()
+    calibration = loop.in_turn(config, dist.barrier,
+                               lambda: calibrate(config, sampler, model, batch))
     dist.destroy_process_group()
     result.update(calibration=calibration, parameters=models.parameter_count(model),
                   summary=summarise(result["steps"], calibration, worker_updates=True))

@@ -102,11 +102,19 @@ def train_sync(config, sampler):
                   strategy.num_replicas_in_sync))
     result, batch = loop.timed_steps(config, sampler, lambda epoch: batches, train_step)
     local_batch = [strategy.experimental_local_results(t)[0] for t in batch]
-    calibration = calibrate(config, sampler, model, local_batch)
+    calibration = loop.in_turn(config, barrier(strategy),
+                               lambda: calibrate(config, sampler, model, local_batch))
     result.update(calibration=calibration, parameters=models.parameter_count(model),
                   update_in_backward=True,
                   summary=summarise(result["steps"], calibration, worker_updates=False))
     return result
+
+
+def barrier(strategy):
+    """A one-number all-reduce: returns only when every worker has called it."""
+    total = tf.function(lambda: strategy.run(
+        lambda: tf.distribute.get_replica_context().all_reduce("sum", tf.constant(1.0))))
+    return lambda: strategy.experimental_local_results(total())[0].numpy()
 
 
 # --- tensorflow-async (the chief) ---------------------------------------------------------------
