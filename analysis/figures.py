@@ -34,6 +34,14 @@ def save(fig, out_stem):
     return paths
 
 
+def finish(fig, ax, out_stem, title, ylabel, legend=7):
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=legend)
+    fig.tight_layout()
+    return save(fig, out_stem)
+
+
 def mark_missing(ax, x, state):
     ax.annotate(state, (x, 0.02), xycoords=("data", "axes fraction"), rotation=90,
                 ha="center", va="bottom", fontsize=7, color="crimson")
@@ -62,11 +70,8 @@ def execution_time(groups, out_stem, planned_systems=None):
     ax.set_yscale("log")
     ax.set_xticks(np.arange(len(benchmarks)))
     ax.set_xticklabels(benchmarks, rotation=15)
-    ax.set_ylabel("execution time (s, log scale)")
-    ax.set_title("Execution time per benchmark (cf. paper Fig. 3)", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return save(fig, out_stem)
+    return finish(fig, ax, out_stem, "Execution time per benchmark (cf. paper Fig. 3)",
+                  "execution time (s, log scale)", legend=8)
 
 
 def breakdown(groups, benchmark, out_stem, planned_systems=None):
@@ -89,11 +94,8 @@ def breakdown(groups, benchmark, out_stem, planned_systems=None):
             mark_missing(ax, xi, here.loc[system].status)
     ax.set_xticks(x)
     ax.set_xticklabels(systems, rotation=20, fontsize=8)
-    ax.set_ylabel("time over the run (s)")
-    ax.set_title("Breakdown of execution time (%s)" % benchmark, fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return save(fig, out_stem)
+    return finish(fig, ax, out_stem, "Breakdown of execution time (%s)" % benchmark,
+                  "time over the run (s)")
 
 
 def _phase(here, system, phase):
@@ -134,11 +136,8 @@ def communication_bound(net, out_stem):
     ax.set_yscale("log")
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=60, fontsize=6)
-    ax.set_ylabel("s per step (log scale)")
-    ax.set_title("Communication vs the bandwidth bound", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return save(fig, out_stem)
+    return finish(fig, ax, out_stem, "Communication vs the bandwidth bound",
+                  "s per step (log scale)")
 
 
 def communication_vs_bandwidth(net, out_stem):
@@ -153,11 +152,8 @@ def communication_vs_bandwidth(net, out_stem):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("link rate (Mbit/s)")
-    ax.set_ylabel("communication (s per step)")
-    ax.set_title("Communication against bandwidth", fontsize=9)
-    ax.legend(fontsize=6)
-    fig.tight_layout()
-    return save(fig, out_stem)
+    return finish(fig, ax, out_stem, "Communication against bandwidth",
+                  "communication (s per step)", legend=6)
 
 
 def scaling(table, out_stem):
