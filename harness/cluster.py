@@ -56,9 +56,15 @@ def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memo
     require_root()
     if state_file().is_file():
         state = read_state()
-        print("emulated cluster already up: %d hosts (cluster.down first to change it)"
-              % len(state["hosts"]))
-        return state
+        if all(host_alive(host) for host in state["hosts"]):
+            write_inventory(state)  # this checkout may not have it (the state is per machine)
+            write_state(state)
+            print("emulated cluster already up: %d hosts (cluster.down first to change it); "
+                  "inventory %s" % (len(state["hosts"]), INVENTORY))
+            return state
+        print("emulated cluster state is stale (a host or its sshd is gone): removing it "
+              "and starting again")
+        down()
     mbit = link_rate(network, rate, delay, loss)
     ensure_sshd()
     started = time.monotonic()
@@ -271,6 +277,22 @@ def write_inventory(state):
                   "          workdir: ~/.cache/dlbench/netns/%s" % host["name"]]
     INVENTORY.write_text("\n".join(lines) + "\n")
     state["inventory"] = str(INVENTORY)
+    # another checkout on this machine may have written its own copy: down removes them all
+    state["inventories"] = sorted(set(state.get("inventories", [])) | {str(INVENTORY)})
+
+
+def host_alive(host):
+    """Its namespace exists and its sshd (pid recorded in the state) still runs."""
+    namespaces = sh("ip", "netns", "list", check=False).stdout.split()
+    return host["namespace"] in namespaces and pid_running(host.get("sshd_pid", 0))
+
+
+def pid_running(pid):
+    """Alive and not a zombie (PID 1 in a container does not always reap)."""
+    try:
+        return Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def wait_for_ssh(state, seconds=20):
@@ -319,8 +341,9 @@ def down():
         remove_host(host)
     if state.get("bridge"):
         sh("ip", "link", "del", state["bridge"], check=False)
-    if Path(state.get("inventory") or INVENTORY).is_file():
-        Path(state.get("inventory") or INVENTORY).unlink()
+    for path in state.get("inventories", [state.get("inventory") or str(INVENTORY)]):
+        if Path(path).is_file():
+            Path(path).unlink()
     shutil.rmtree(state_dir(), ignore_errors=True)
     print("emulated cluster down in %.1f s: %d hosts removed"
           % (time.monotonic() - started, len(state["hosts"])))
@@ -361,7 +384,7 @@ def status():
                                             state["rate_mbit"], state["vcpus"],
                                             state["memory_mb"], state.get("inventory")))
     for host in state["hosts"]:
-        alive = Path("/proc/%d" % host.get("sshd_pid", 0)).exists()
+        alive = pid_running(host.get("sshd_pid", 0))
         qdisc = sh("tc", "qdisc", "show", "dev", "eth0", namespace=host["namespace"],
                    check=False).stdout.strip().splitlines()
         procs = sum(len(Path(c, "cgroup.procs").read_text().split())

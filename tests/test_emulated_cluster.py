@@ -23,8 +23,7 @@ pytestmark = [pytest.mark.cluster,
 def netns(provisioned):
     """Up (unless it already is), provisioned over SSH; down at the end if we made it."""
     was_up = cluster.state_file().is_file()
-    if not was_up:
-        invoke("cluster.up")
+    invoke("cluster.up")  # also when up: it checks the hosts and writes this checkout's inventory
     invoke("provision", "--inventory", "netns")
     yield cluster.read_state()
     if not was_up:
@@ -107,4 +106,10 @@ def test_down_removes_what_up_made(netns):
     assert cluster.BRIDGE not in links and "dlb-h" not in links
     assert not cluster.INVENTORY.exists()
     assert not any(Path(c).exists() for h in netns["hosts"] for c in h["cgroups"])
-    invoke("cluster.up")  # the fixture's teardown takes it down again
+    state = cluster.read_state() if invoke("cluster.up") else None
+    # a state whose hosts are gone (a reboot, a killed sshd) is rebuilt, not trusted
+    os.kill(state["hosts"][1]["sshd_pid"], 9)
+    out = invoke("cluster.up").stdout
+    assert "stale" in out and "emulated cluster up" in out
+    assert invoke("cluster.status").stdout.count("sshd up") == len(state["hosts"])
+    # the fixture's teardown takes it down again
