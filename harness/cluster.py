@@ -85,7 +85,7 @@ def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memo
         write_state(state)  # what exists so far, so that `down` removes it
         raise
     write_state(state)
-    print("emulated cluster up in %.1f s: %d hosts on %s.0/24 at %d Mbit/s, %d vCPU and %d MB "
+    print("emulated cluster up in %.1f s: %d hosts on %s.0/24 at %d Mbit/s, %g vCPU and %d MB "
           "each; inventory %s" % (time.monotonic() - started, hosts, SUBNET, mbit, vcpus,
                                   memory_mb, INVENTORY))
     return state
@@ -267,7 +267,7 @@ def write_inventory(state):
              "    ansible_ssh_common_args: >-",
              "      -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes" % state["known_hosts"],
              "    ansible_python_interpreter: /usr/bin/python3",
-             "    cluster_interface: eth0", "    vcpus: %d" % state["vcpus"],
+             "    cluster_interface: eth0", "    vcpus: %d" % max(1, round(state["vcpus"])),
              "    base_port: 29500", "    env_root: ~/.cache/dlbench/envs",
              "    link_mbit: %d" % state["rate_mbit"],
              "  children:", "    nodes:", "      hosts:"]
@@ -379,7 +379,7 @@ def status():
         print("no emulated cluster is up")
         return None
     state = read_state()
-    print("emulated cluster: %d hosts, bridge %s (%s.1), links %d Mbit/s (tbf), %s vCPU and "
+    print("emulated cluster: %d hosts, bridge %s (%s.1), links %d Mbit/s (tbf), %g vCPU and "
           "%s MB per host; inventory %s" % (len(state["hosts"]), state.get("bridge"), SUBNET,
                                             state["rate_mbit"], state["vcpus"],
                                             state["memory_mb"], state.get("inventory")))

@@ -24,7 +24,7 @@ TRAINING = {
     "lr": 0.01, "momentum": 0.9, "seed": 0,
     "interop_threads": 1,       # inter-op pool; compute threads come from the node's vcpus
     "loader_workers": 1,        # background loader processes/threads per worker
-    "calibration_warmup": 2, "calibration_steps": 10,
+    "calibration_warmup": 2, "calibration_steps": 10, "calibration_seconds": 1.0,
     "sample_interval": 0.5,     # psutil sampling period (s)
     "collective_timeout": 300,  # s a collective may wait for a peer before failing
 }

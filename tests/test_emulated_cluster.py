@@ -24,7 +24,7 @@ def netns(provisioned):
     """Up (unless it already is), provisioned over SSH; down at the end if we made it."""
     was_up = cluster.state_file().is_file()
     invoke("cluster.up")  # also when up: it checks the hosts and writes this checkout's inventory
-    invoke("provision", "--inventory", "netns")
+    invoke("provision", "--inventory", "netns", "--nodes", "%d,3" % VALIDATION_NODES)
     yield cluster.read_state()
     if not was_up:
         invoke("cluster.down")
@@ -72,29 +72,52 @@ def test_five_system_modes_over_ssh(netns, tmp_path):
         assert config["interface"] == "eth0"
 
 
+# One core per emulated host: three hosts on a 2-core machine oversubscribe it, and a peer that
+# is descheduled shows up as communication (waiting for it), which then floors LeNet's
+# communication at 1gbit at 14-30 ms against 2.6 ms of wire time. Rounds alternate the two
+# link settings so that the machine's drift does not fall on one of them.
+VALIDATION_NODES = max(2, min(3, os.cpu_count() or 2))
+VALIDATION_ROUNDS = 3
+
+
 def test_communication_follows_bandwidth_compute_does_not(netns, tmp_path, capsys):
-    invoke("bench", "--inventory", "netns", "--systems", "pytorch-sync,mxnet-sync",
-           "--network", "1gbit,50mbit", "--results", str(tmp_path))
-    run, records = records_of(tmp_path)
-    means = {}
-    for r in records:
-        if r["role"] == "worker" and r["metric"] in ("communication", "forward", "backward"):
-            means.setdefault((r["system"], r["link"], r["metric"]), []).append(r["value"])
-    mean = {k: sum(v) / len(v) for k, v in means.items()}
+    records = []
+    for round_ in range(VALIDATION_ROUNDS):
+        results = tmp_path / ("round%d" % round_)
+        invoke("bench", "--inventory", "netns", "--systems", "pytorch-sync,mxnet-sync",
+               "--network", "1gbit,50mbit", "--nodes", str(VALIDATION_NODES),
+               "--results", str(results))
+        records += records_of(results)[1]
+    mean = worker_means(records)
     lines = ["%-13s %-7s communication %.4f s/step, forward+backward %.4f s/step"
-             % (s, link, mean[(s, link, "communication")],
-                mean[(s, link, "forward")] + mean[(s, link, "backward")])
+             % (s, link, mean[(s, link, "communication")], mean[(s, link, "compute")])
              for s in ("pytorch-sync", "mxnet-sync") for link in ("1gbit", "50mbit")]
     with capsys.disabled():
-        print("\nemulated cluster, LeNet-5 smoke cells:\n" + "\n".join(lines))
+        print("\nemulated cluster, LeNet-5 smoke cells on %d hosts, mean of %d rounds:\n%s"
+              % (VALIDATION_NODES, VALIDATION_ROUNDS, "\n".join(lines)))
     for system in ("pytorch-sync", "mxnet-sync"):
         slow, fast = (mean[(system, "50mbit", "communication")],
                       mean[(system, "1gbit", "communication")])
         assert slow >= 3 * max(fast, 1e-3), (system, slow, fast)
-        compute = [mean[(system, link, "forward")] + mean[(system, link, "backward")]
-                   for link in ("1gbit", "50mbit")]
+        compute = [mean[(system, link, "compute")] for link in ("1gbit", "50mbit")]
         assert abs(compute[1] / compute[0] - 1) <= 0.30, (system, compute)
     assert {r["link_mbit"] for r in records if r["metric"] == "status"} == {1000, 50}
+    assert all(r["status"] == "succeeded" for r in records if r["metric"] == "status")
+
+
+def worker_means(records):
+    """(system, link, communication | compute) -> mean over workers and rounds."""
+    values = {}
+    for r in records:
+        if r["role"] == "worker" and r["metric"] in ("communication", "forward", "backward"):
+            key = (r["system"], r["link"], r["run_id"], r["cell_id"], r["rank"])
+            values.setdefault(key, {})[r["metric"]] = r["value"]
+    out = {}
+    for (system, link, _, _, _), phases in values.items():
+        out.setdefault((system, link, "communication"), []).append(phases["communication"])
+        out.setdefault((system, link, "compute"), []).append(
+            phases["forward"] + phases["backward"])
+    return {key: sum(v) / len(v) for key, v in out.items()}
 
 
 def test_down_removes_what_up_made(netns):
