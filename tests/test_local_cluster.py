@@ -171,3 +171,14 @@ def test_timeout_stops_every_worker_and_keeps_the_record(smoke_run, tmp_path):
     assert len(memory) == 3 and all(len(m.read_text().splitlines()) > 2 for m in memory)
     records = [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
     assert [r["value"] for r in records if r["metric"] == "status"] == [0.0]
+
+
+def test_mxnet_parameter_servers_train_a_resnet(provisioned, tmp_path):
+    """A network with BatchNorm through the KVStore (the smoke matrix has LeNet-5 only): the
+    servers once aborted at the first step on every ResNet."""
+    invoke("bench", "--results", str(tmp_path), "--benchmarks", "resnet18-cifar10",
+           "--systems", "mxnet-sync,mxnet-async", "--steps", "4")
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    statuses = [json.loads(p.read_text()) for p in run.glob("*/status.json")]
+    assert len(statuses) == 2
+    assert all(s["status"] == "succeeded" for s in statuses), [s.get("reason") for s in statuses]
