@@ -20,6 +20,8 @@ def _user_errors(function):
             return function(*args, **kwargs)
         except UserError as exc:
             raise Exit("error: %s" % exc, code=2)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM, after cleanup: no traceback
+            raise Exit("interrupted", code=130)
     return wrapper
 
 
@@ -49,7 +51,12 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
 
 
 @task(help=dict(COMMON,
-                run="run id (default: a new one, the start time)",
+                run="run id (default: a new one, the start time); an existing run is "
+                    "resumed: its unfinished cells run, its succeeded ones are kept",
+                fail_fast="stop at the first failed cell (the rest stay pending, resumable)",
+                retry_failed="when resuming, run the failed cells again too",
+                force="when resuming, run every cell again (earlier attempts are kept in "
+                      ".attempts/)",
                 dry_run="print the cells and each node's rendered script; touch no node",
                 benchmarks="comma-separated subset, e.g. lenet5-cifar10,resnet18-cifar100",
                 systems="comma-separated subset of system-modes, e.g. pytorch-sync",
@@ -65,8 +72,10 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
 @_user_errors
 def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
-          repeats=None, network=None, nodes=None, results=None):
-    """Run the matrix: one cell at a time on every node at once, watched, stopped by pid."""
+          repeats=None, network=None, nodes=None, results=None, fail_fast=False,
+          retry_failed=False, force=False):
+    """Run the matrix (or resume a run): one cell at a time on every node at once, watched,
+    stopped by pid."""
     from harness import commands
     d = _defaults(c)
     commands.bench(inventory or d["inventory"], stack or d["stack"], profile or d["profile"],
@@ -75,7 +84,8 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
                    steps=commands.check_positive("steps", steps), data=data,
                    timeout=commands.check_positive("timeout", timeout),
                    repeats=commands.check_positive("repeats", repeats) or 1, network=network,
-                   node_counts=nodes)
+                   node_counts=nodes, fail_fast=fail_fast, retry_failed=retry_failed,
+                   force=force)
 
 
 @task(help={"inventory": COMMON["inventory"], "run": "run id (default: the latest)",

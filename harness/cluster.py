@@ -204,12 +204,14 @@ def start_sshd(host):
     sh("/usr/sbin/sshd", "-f", config, namespace=host["namespace"])
     pid_file = folder / "sshd.pid"
     deadline = time.monotonic() + 5
-    while not pid_file.exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        # sshd creates the file, then writes it: an empty file is a pid not written yet
+        text = pid_file.read_text().strip() if pid_file.exists() else ""
+        if text.isdigit():
+            return int(text)
         time.sleep(0.05)
-    if not pid_file.exists():
-        raise UserError("sshd did not start in %s" % host["namespace"],
-                        "run `/usr/sbin/sshd -t -f %s` to see why" % config)
-    return int(pid_file.read_text().strip())
+    raise UserError("sshd did not start in %s" % host["namespace"],
+                    "run `/usr/sbin/sshd -t -f %s` to see why" % config)
 
 
 def sshd_config(host, hostkey, pid_file):

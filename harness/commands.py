@@ -4,35 +4,54 @@ import signal
 import time
 from pathlib import Path
 
-from . import (collect, datasets, inventory, launch, matrix, nodes as nodes_mod, provision,
-               shaping, stacks)
+from . import (collect, datasets, inventory, launch, matrix, nodes as nodes_mod, preflight,
+               provision, resume, shaping, stacks)
 from .errors import UserError
 
 
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
-          repeats=1, network=None, node_counts=None):
+          repeats=1, network=None, node_counts=None, fail_fast=False, retry_failed=False,
+          force=False):
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
-    networks = shaping.check(inv, network)
-    cells = matrix.plan(profile, len(inv.hosts), benchmarks=benchmarks, systems=systems,
-                        epochs=epochs, steps=steps, data=data, repeats=repeats,
-                        networks=networks,
-                        node_counts=provision.node_counts(node_counts, len(inv.hosts)))
+    options = {"benchmarks": benchmarks, "systems": systems, "epochs": epochs, "steps": steps,
+               "data": data, "timeout": timeout, "repeats": repeats, "network": network,
+               "nodes": node_counts}
     nodes = nodes_mod.connect_all(inv)
+    path = Path(results) / run_id if run_id else None
+    resuming = path is not None and (path / "manifest.json").is_file() and not dry_run
+    if resuming:
+        cells, todo = resume.plan(path, options, retry_failed, force)
+    else:
+        networks = shaping.check(inv, network)
+        cells = matrix.plan(profile, len(inv.hosts), benchmarks=benchmarks, systems=systems,
+                            epochs=epochs, steps=steps, data=data, repeats=repeats,
+                            networks=networks,
+                            node_counts=provision.node_counts(node_counts, len(inv.hosts)))
+        todo = cells
     run_id = run_id or collect.new_run_id()
     if dry_run:
         return _dry_run(cells, run_id, nodes, stack)
     path = Path(results) / run_id
+    preflight.check(nodes, stack, todo, inv)
+    if resuming:
+        resume.prepare(path, todo, nodes)
+    else:
+        _start_run(path, inv, stack, profile, cells, options)
+    return _run_cells(path, run_id, todo, nodes, stack, timeout, fail_fast)
+
+
+def _start_run(path, inv, stack, profile, cells, options):
     path.mkdir(parents=True, exist_ok=True)
-    collect.start_manifest(path, inv, stack, profile, cells,
-                           {"benchmarks": benchmarks, "systems": systems, "epochs": epochs,
-                            "steps": steps, "data": data, "timeout": timeout,
-                            "repeats": repeats, "network": network, "nodes": node_counts},
+    collect.start_manifest(path, inv, stack, profile, cells, options,
                            link_mbit=shaping.link_mbits(inv, cells))
-    print("run %s: %d cell(s) -> %s" % (run_id, len(cells), path), flush=True)
+    print("run %s: %d cell(s) -> %s" % (path.name, len(cells), path), flush=True)
     for cell in cells:
         _write_status(path, cell, {"status": "pending"})
+
+
+def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast):
     outcomes = {}
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` or a CI timeout: clean up like Ctrl-C
     try:
@@ -40,6 +59,14 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
             print("cell %d/%d" % (index, len(cells)), flush=True)
             shaping.apply(cell)
             outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout)
+            if fail_fast and outcomes[cell.id] != "succeeded" and index < len(cells):
+                print("stopping (--fail-fast): %d cell(s) left pending; resume with "
+                      "`invoke bench --run %s`" % (len(cells) - index, run_id), flush=True)
+                break
+    except KeyboardInterrupt:
+        print("\ninterrupted: the running cell was stopped on every node and marked failed "
+              "(interrupted); resume with `invoke bench --run %s`" % run_id, flush=True)
+        raise
     finally:
         collect.finish_manifest(path, nodes)
         collect.build_records(path)
@@ -62,12 +89,12 @@ def _shards(cell, nodes_count):
 
 def _run_one(path, run_id, cell, nodes, stack, timeout):
     shards = _shards(cell, cell.nodes)
-    launch.check_ready(cell, nodes, stack, shards)
     processes = launch.prepare(cell, run_id, nodes, stack, shards)
     status = {"cell_id": cell.id, "settings": cell.settings, "status": "running"}
     _write_status(path, cell, status)
     try:
-        launch.run_cell(cell, processes, timeout or cell.default_timeout(), status)
+        launch.run_cell(cell, processes, timeout or cell.default_timeout(), status,
+                        save=lambda: _write_status(path, cell, status))
     finally:
         status["fetched_files"] = collect.fetch_cell(path, status, nodes)
         _write_status(path, cell, status)

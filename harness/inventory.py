@@ -51,6 +51,21 @@ class Inventory:
     path: Path
     hosts: list
 
+    def warnings(self):
+        """Addresses on the public internet: the frameworks' servers (gRPC, Gloo, ps-lite)
+        listen on them without authentication."""
+        out = []
+        for host in self.hosts:
+            try:
+                public = ipaddress.ip_address(host.address).is_global
+            except ValueError:
+                public = False  # a name: resolved on the nodes, not judged here
+            if public:
+                out.append("%s: address %s is public; the frameworks' servers listen on it "
+                           "without authentication: use a private cluster network"
+                           % (host.name, host.address))
+        return out
+
     def host(self, name):
         for host in self.hosts:
             if host.name == name:

@@ -102,7 +102,9 @@ def sharing(cell, nodes, node):
 
 def start(processes):
     for proc in processes:
-        proc.node.mkdir(proc.out_dir)
+        # an earlier attempt's files (fetched already) must not be read as this one's: its rc
+        proc.node.run("rm -rf %s && mkdir -p %s" % (shlex.quote(proc.out_dir),
+                                                    shlex.quote(proc.out_dir)))
         write_file(proc.node, proc.out_dir + "/run.sh", proc.script)
         write_file(proc.node, proc.out_dir + "/cell.json", json.dumps(proc.config, indent=1))
     for proc in processes:
@@ -184,13 +186,24 @@ def stop(processes):
     return hard
 
 
+def kill_recorded(records, nodes_by_name):
+    """Kill an earlier attempt's processes that still run (a controller that died mid-cell
+    left them), by recorded pid; a pid now used by another program (not in the role's
+    folder) is left alone."""
+    for record in records:
+        node = nodes_by_name.get(record.get("node"))
+        if node is not None and record.get("pid") in node.processes_in(record["out_dir"]):
+            node.kill(record["pid"])
+
+
 def log_tail(proc, lines=20):
     text = proc.node.read_text(proc.out_dir + "/log.txt") or ""
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_cell(cell, processes, timeout, status):
-    """start -> watch -> stop, filling `status` in place (so it survives an interrupt).
+def run_cell(cell, processes, timeout, status, save=lambda: None):
+    """start -> watch -> stop, filling `status` in place (so it survives an interrupt); save()
+    writes it, once the pids are known, so a controller that dies leaves them on record.
     Ctrl-C (or SIGTERM) stops the cell on every node, then re-raises."""
     began = time.time()
     status.update(status="running", reason="", started=began)
@@ -200,6 +213,7 @@ def run_cell(cell, processes, timeout, status):
             start(processes)
             status["processes"] = [{"node": p.node.name, "role": p.role, "rank": p.rank,
                                     "pid": p.pid, "out_dir": p.out_dir} for p in processes]
+            save()
             status["status"], status["reason"] = watch(cell, processes, timeout, display)
     except KeyboardInterrupt:
         status["status"], status["reason"] = "failed", "interrupted"
@@ -207,29 +221,9 @@ def run_cell(cell, processes, timeout, status):
     except UserError as exc:
         status["status"], status["reason"] = "failed", str(exc)
     finally:
+        status["detected"] = time.time()  # the end, or the fault seen; cleanup follows
         status["killed_hard"] = stop(processes)
         status["ended"] = time.time()
         status["seconds"] = status["ended"] - began
         if status["status"] == "failed":
             status["log_tails"] = {p.label: log_tail(p) for p in processes}
-
-
-def check_ready(cell, nodes, stack, shards):
-    """Cheap pre-flight: env, code and shard present on every node, else name the fix."""
-    env = stack.env(cell.framework)
-    for node, role, rank in layout.roles(cell, nodes):
-        workdir = node.path(node.host.workdir)
-        needed = {
-            "the %s environment" % cell.framework: env.python(node.path(node.host.env_root)),
-            "the bench code": workdir + "/code/bench/__init__.py",
-            "its data shard": "%s/data/%s/%s" % (workdir, shards["id"],
-                                                 shard_name(rank, cell.nodes)),
-        }
-        if cell.system == "tensorflow-async":
-            needed["the whole training set"] = "%s/data/%s/%s" % (workdir, shards["id"],
-                                                                  full_name(cell.nodes))
-        for what, path in needed.items():
-            if node.run("test -e %s" % shlex.quote(path), check=False).exited != 0:
-                raise UserError("%s: %s is missing (%s)" % (node.name, what, path),
-                                "run `invoke provision` with the same --inventory, --stack "
-                                "and --profile")

@@ -85,6 +85,15 @@ class Node:
                 time.sleep(0.1)
         return left
 
+    def processes_in(self, directory):
+        """Live pids whose working directory is `directory` or below it: what a run left
+        behind (every role starts in its own folder; zombies have no cwd and do not count)."""
+        out = self.run("for p in /proc/[0-9]*; do c=$(readlink \"$p/cwd\" 2>/dev/null) && "
+                       "echo \"${p#/proc/} $c\"; done", check=False).stdout
+        prefix = directory.rstrip("/") + "/"
+        return [int(line.split(" ", 1)[0]) for line in out.splitlines()
+                if " " in line and (line.split(" ", 1)[1] + "/").startswith(prefix)]
+
     def read_text(self, path):
         result = self.run("cat %s 2>/dev/null" % q(path), check=False)
         return result.stdout if result.exited == 0 else None

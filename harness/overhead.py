@@ -5,7 +5,7 @@ times on the same node (docs/methodology.md)."""
 import json
 import shlex
 
-from . import inventory, launch, matrix, nodes as nodes_mod, stacks
+from . import inventory, launch, matrix, nodes as nodes_mod, preflight, stacks
 from .commands import _shards
 from .errors import UserError
 
@@ -42,7 +42,7 @@ def run_module(cell, nodes, stack, module, *args):
     """`python -m module cell.json ARGS` for rank 0 of the cell on node 1, in the framework's
     environment with the cell's thread settings; returns the JSON of its last output line."""
     shards = _shards(cell, cell.nodes)
-    launch.check_ready(cell, nodes, stack, shards)
+    preflight.check(nodes, stack, [cell])
     proc = launch.prepare(cell, "overhead", nodes, stack, shards)[0]  # node 1, rank 0
     node = proc.node
     node.mkdir(proc.out_dir)

@@ -1,0 +1,140 @@
+"""Before a run touches a node: every host reachable with working credentials, the stack's
+environments present with the pinned versions, the dataset shards present with the checksums the
+controller made, the ports free, enough disk. One round trip per node; each failure names the
+host and the fix, and every failure found is reported at once.
+"""
+import json
+import shlex
+import time
+
+from . import datasets, layout
+from .errors import UserError
+
+MIN_FREE_MB = 1024  # results of one cell are a few MB; a nearly full disk fails mid-run
+PROVISION_FIX = "run `invoke provision` with the same --inventory, --stack, --profile (and --nodes)"
+
+
+def check(nodes, stack, cells, inv=None):
+    began = time.monotonic()
+    needs = {node.name: {"envs": {}, "files": {}, "ports": set()} for node in nodes}
+    for cell in cells:
+        _add_needs(needs, cell, nodes, stack)
+    problems = []
+    for node in nodes:
+        if needs[node.name]["envs"] or needs[node.name]["files"]:
+            problems += _check_node(node, needs[node.name])
+    if problems:
+        raise UserError("pre-flight found %d problem(s):\n  %s"
+                        % (len(problems), "\n  ".join(problems)),
+                        "fix each as it says, then run the same command again")
+    for warning in inv.warnings() if inv else []:
+        print("warning: %s" % warning)
+    print("pre-flight: %d node(s) ready in %.1f s" % (sum(1 for n in needs.values() if n["envs"]),
+                                                      time.monotonic() - began), flush=True)
+
+
+def _add_needs(needs, cell, nodes, stack):
+    env = stack.env(cell.framework)
+    index = json.loads((datasets.prepare(cell.dataset, cell.data, cell.nodes,
+                                         progress=lambda m: None) / "shards.json").read_text())
+    for node, role, rank in layout.roles(cell, nodes):
+        need = needs[node.name]
+        need["envs"][env.framework] = env
+        data = "%s/data/%s/" % (node.path(node.host.workdir), index["id"])
+        shard = index["shards"][rank]
+        need["files"][data + shard["file"]] = shard["md5"]
+        if cell.system == "tensorflow-async":
+            need["files"][data + index["full"]["file"]] = index["full"]["md5"]
+        need["ports"].update(_ports(cell, node, role, rank))
+
+
+TF_PORTS = {"worker": "tf_worker", "ps": "tf_ps", "chief": "tf_chief"}
+
+
+def _ports(cell, node, role, rank):
+    """The fixed ports this role listens on (the others are ephemeral)."""
+    if cell.framework == "pytorch":
+        return {layout.port(node, "torch_master")} if rank == 0 else set()
+    if cell.framework == "mxnet":
+        return {layout.port(node, "mxnet_scheduler")} if role == "scheduler" else set()
+    return {layout.port(node, TF_PORTS[role])}
+
+
+def _check_node(node, need):
+    """One shell round trip: disk, listening ports, env markers, shard checksums."""
+    env_root = node.path(node.host.env_root)
+    workdir = node.path(node.host.workdir)
+    markers = ["%s/%s/.dlbench-complete" % (env_root, e.dirname) for e in need["envs"].values()]
+    script = "\n".join([
+        "mkdir -p %s 2>/dev/null; df -Pk %s | tail -1" % (shlex.quote(workdir),
+                                                           shlex.quote(workdir)),
+        "echo '#tcp'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null",
+    ] + ["echo '#marker'; cat %s 2>/dev/null || echo MISSING" % shlex.quote(m)
+         for m in markers] +
+        ["echo '#md5'; md5sum %s 2>&1 || true"
+         % " ".join(shlex.quote(f) for f in sorted(need["files"]))])
+    out = node.run(script, check=False).stdout  # an unreachable host raises here, named
+    disk, tcp, *rest = out.split("\n#")
+    sections = {"marker": [], "md5": []}
+    for part in rest:
+        kind, _, body = part.partition("\n")
+        sections.setdefault(kind.strip("#"), []).append(body)
+    return (_disk(node, workdir, disk) + _listening(node, tcp, need["ports"]) +
+            _envs(node, need["envs"], sections["marker"]) +
+            _shards(node, need["files"], "".join(sections["md5"])))
+
+
+def _disk(node, workdir, text):
+    fields = text.split()
+    free_mb = int(fields[3]) // 1024 if len(fields) >= 4 and fields[3].isdigit() else None
+    if free_mb is None:
+        return ["%s: could not read the free disk space of %s" % (node.name, workdir)]
+    if free_mb < MIN_FREE_MB:
+        return ["%s: only %d MB free under %s (a run needs %d MB): free some space or move "
+                "`workdir`" % (node.name, free_mb, workdir, MIN_FREE_MB)]
+    return []
+
+
+def _listening(node, text, ports):
+    """Ports in LISTEN state (st 0A) in /proc/net/tcp{,6}: `sl local_address rem st ...`."""
+    busy = set()
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[3] == "0A" and ":" in fields[1]:
+            busy.add(int(fields[1].rsplit(":", 1)[1], 16))
+    taken = sorted(busy & ports)
+    if taken:
+        return ["%s: port(s) %s already in use (another run, or another program): stop it, or "
+                "give the node another `base_port` in the inventory"
+                % (node.name, ", ".join(map(str, taken)))]
+    return []
+
+
+def _envs(node, envs, markers):
+    problems = []
+    for env, marker in zip(envs.values(), markers):
+        if marker.strip() == "MISSING":
+            problems.append("%s: the %s environment (%s) is missing or incomplete: %s"
+                            % (node.name, env.framework, env.dirname, PROVISION_FIX))
+        elif sorted(marker.split()) != sorted(env.packages):
+            problems.append("%s: the %s environment has %s, the stack pins %s: %s"
+                            % (node.name, env.framework, " ".join(marker.split()),
+                               " ".join(env.packages), PROVISION_FIX))
+    return problems
+
+
+def _shards(node, files, text):
+    got = {}
+    for line in text.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and len(parts[0]) == 32:
+            got[parts[1].strip()] = parts[0]
+    problems = []
+    for path, md5 in sorted(files.items()):
+        if path not in got:
+            problems.append("%s: dataset file %s is missing: %s" % (node.name, path, PROVISION_FIX))
+        elif got[path] != md5:
+            problems.append("%s: dataset file %s has md5 %s, expected %s (corrupt or from "
+                            "another split): %s" % (node.name, path, got[path], md5,
+                                                    PROVISION_FIX))
+    return problems

@@ -1,0 +1,84 @@
+"""`invoke bench --run ID` on a run that exists: run what is unfinished, keep what was measured.
+
+Unfinished: pending cells, cells left `running` by a controller that died, and cells failed by
+an interrupt. `--retry-failed` adds the other failed cells, `--force` every cell. An earlier
+attempt of a cell that runs again is moved to `.attempts/`, never overwritten.
+"""
+import shutil
+from collections import Counter
+from dataclasses import fields
+
+from . import collect, launch
+from .errors import UserError
+from .matrix import Cell
+
+# options that choose cells: a resumed run's cells come from its manifest instead
+SELECTING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "nodes")
+
+
+def plan(path, options, retry_failed=False, force=False):
+    """(every cell of the run, the cells to run now)."""
+    collect.check_format(path)
+    given = [k for k in SELECTING if options.get(k)]
+    if (options.get("repeats") or 1) > 1:
+        given.append("repeats")
+    if given:
+        raise UserError("run %s exists and its cells come from its manifest: --%s would "
+                        "plan others" % (path.name, ", --".join(given)),
+                        "leave them out to resume it, or start a new run (no --run)")
+    manifest = collect.read_json(path / "manifest.json")
+    cells = [cell_from(settings) for settings in manifest.get("cells", [])]
+    todo, kept = [], Counter()
+    for cell in cells:
+        status = collect.read_json(path / cell.id / "status.json", {"status": "pending"})
+        if should_run(status, retry_failed, force):
+            todo.append(cell)
+        else:
+            kept[status["status"]] += 1
+    print("resuming run %s: %d cell(s) to run; kept: %s%s"
+          % (path.name, len(todo), ", ".join("%d %s" % (n, s) for s, n in sorted(kept.items()))
+             or "none", "" if retry_failed or force or not kept["failed"]
+             else " (--retry-failed reruns the failed ones)"), flush=True)
+    return cells, todo
+
+
+def should_run(status, retry_failed, force):
+    state = status.get("status", "pending")
+    if force or state in ("pending", "running"):
+        return True
+    if state == "failed":
+        return retry_failed or status.get("reason") == "interrupted"
+    return False
+
+
+def cell_from(settings):
+    names = {f.name for f in fields(Cell)}
+    cell = Cell(**{k: v for k, v in settings.items() if k in names})
+    if cell.id != settings.get("id"):
+        raise UserError("the manifest's cell %s does not match this version's cell ids"
+                        % settings.get("id"), "resume it with the version that started it "
+                        "(manifest.json names the commit), or start a new run")
+    return cell
+
+
+def prepare(path, cells, nodes):
+    """Before running cells again: stop what a dead controller left running (by recorded pid),
+    move each earlier attempt aside, mark the cells pending."""
+    by_name = {node.name: node for node in nodes}
+    for cell in cells:
+        folder = path / cell.id
+        status = collect.read_json(folder / "status.json", {"status": "pending"})
+        launch.kill_recorded(status.get("processes") or [], by_name)
+        if status["status"] != "pending" and folder.is_dir():
+            shutil.move(str(folder), str(attempt_folder(path, cell.id)))
+        folder.mkdir(parents=True, exist_ok=True)
+        collect.write_json(folder / "status.json", {"cell_id": cell.id, "status": "pending"})
+
+
+def attempt_folder(path, cell_id):
+    attempts = path / ".attempts"
+    attempts.mkdir(exist_ok=True)
+    number = 1
+    while (attempts / ("%s.%d" % (cell_id, number))).exists():
+        number += 1
+    return attempts / ("%s.%d" % (cell_id, number))
