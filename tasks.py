@@ -145,6 +145,20 @@ def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=
                   commands.check_positive("steps", steps))
 
 
+@task(name="fault-bench", help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
+                                "systems": "comma-separated subset of system-modes [all five]",
+                                "steps": "steps of each cell (the fault comes at step 2) [200]",
+                                "results": "results folder [invoke.yaml: results]"})
+@_user_errors
+def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=None):
+    """Benchmark: per system-mode, kill node 2's worker mid-cell; print launch-to-first-step,
+    detection, cleanup, strays, and a no-op provisioning re-run."""
+    from harness import commands, faults
+    d = _defaults(c)
+    faults.benchmark(inventory or d["inventory"], stack or d["stack"], results or d["results"],
+                     systems, commands.check_positive("steps", steps))
+
+
 @task(name="analysis-bench", help={"repeats": "repeats of each of the 30 cells [3]",
                                    "hours": "hours of 1 Hz memory log per process [1]"})
 def analysis_bench(c, repeats=3, hours=1.0):
@@ -187,5 +201,5 @@ def cluster_status(c):
 
 
 ns = Collection(provision, bench, collect, analyze, reproduce, overhead, crosscheck,
-                analysis_bench)
+                analysis_bench, fault_bench)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))

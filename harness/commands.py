@@ -34,6 +34,9 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     if dry_run:
         return _dry_run(cells, run_id, nodes, stack)
     path = Path(results) / run_id
+    if not todo:
+        print("run %s: nothing left to run (--retry-failed or --force run cells again)" % run_id)
+        return {"run_id": run_id, "path": path, "outcomes": {}}
     preflight.check(nodes, stack, todo, inv)
     if resuming:
         resume.prepare(path, todo, nodes)

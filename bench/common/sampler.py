@@ -38,6 +38,8 @@ class Sampler(object):
         return self
 
     def progress(self, **fields):
+        if fields.get("step") == 1 and "first_step_at" not in self.state:
+            self.state["first_step_at"] = time.time()  # launch-to-first-step (fault-bench)
         self.state.update(fields)
 
     def stop(self, phase="done"):

@@ -1,0 +1,124 @@
+"""Faults made on purpose, for `invoke fault-bench` and the tests: kill one process of a running
+cell; and the count of what a run left behind on every node.
+
+fault-bench runs, per system-mode, one cell whose worker on node 2 is killed (SIGKILL, as the
+OOM killer does) once node 1 reports training, then the same cell again: it prints launch-to-
+first-step, detection and cleanup times, stray processes, and a no-op provisioning re-run.
+"""
+import json
+import shlex
+import threading
+import time
+from pathlib import Path
+
+from . import collect, commands, inventory, matrix, nodes as nodes_mod, provision
+
+VICTIM = ("worker", 1)  # node 2's worker: never the process that coordinates
+
+
+def run_folder(node, run_id):
+    return "%s/runs/%s" % (node.path(node.host.workdir), run_id)
+
+
+def progress_of(node, folder):
+    """role folder name -> progress.json of every process of a cell on `node`."""
+    out = node.run("for f in %s/*/progress.json; do echo \"@@$f\"; cat \"$f\"; done 2>/dev/null"
+                   % shlex.quote(folder), check=False).stdout
+    found = {}
+    for chunk in out.split("@@")[1:]:
+        name, _, text = chunk.partition("\n")
+        try:
+            found[Path(name).parent.name] = json.loads(text)
+        except ValueError:
+            pass  # caught mid-write
+    return found
+
+
+class KillWhenTraining(threading.Thread):
+    """Once a process on `trigger` reports `step`, SIGKILL the victim role on `victim`."""
+
+    def __init__(self, trigger, victim, run_id, cell_id, step=2, timeout=600):
+        super().__init__(daemon=True)
+        self.trigger, self.victim, self.step, self.timeout = trigger, victim, step, timeout
+        self.folders = [run_folder(n, run_id) + "/" + cell_id for n in (trigger, victim)]
+        self.killed_at = None
+        self.pid = None
+
+    def run(self):
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline and self.killed_at is None:
+            steps = [p.get("step", 0) for p in progress_of(self.trigger, self.folders[0]).values()]
+            victim = progress_of(self.victim, self.folders[1]).get("%s-%d" % VICTIM, {})
+            if steps and max(steps) >= self.step and victim.get("pid"):
+                self.victim.run("kill -KILL %d" % victim["pid"], check=False)
+                self.pid, self.killed_at = victim["pid"], time.time()
+            time.sleep(0.05)
+
+
+def strays(nodes, run_id):
+    """node -> pids still running in the run's folders (0 everywhere after a clean stop)."""
+    return {node.name: node.processes_in(run_folder(node, run_id)) for node in nodes}
+
+
+def launch_to_first_step(cell_path, started):
+    """Seconds from launch until the last process that reports steps had finished its first."""
+    stamps = [collect.read_json(p, {}).get("first_step_at")
+              for p in cell_path.glob("*/*/progress.json")]
+    stamps = [s for s in stamps if s]
+    return max(stamps) - started if stamps else None
+
+
+def benchmark(inventory_name, stack_name, results, systems=None, steps=200):
+    inv = inventory.load(inventory_name)
+    chosen = [c.system for c in matrix.plan("smoke", len(inv.hosts), systems=systems)]
+    recap = provision.run(inventory_name, stack_name, "smoke")
+    rows = [{"fault": "no-op provisioning re-run", "seconds": recap["seconds"],
+             "changed": recap["changed"]}]
+    for system in chosen:
+        rows.append(fault_row(inv, inventory_name, stack_name, results, system, steps))
+    print_table(rows)
+    out = Path(results) / ("fault-bench-%s.json" % collect.new_run_id())
+    collect.write_json(out, {"inventory": inventory_name, "steps": steps, "rows": rows})
+    print("written to %s" % out)
+    return rows
+
+
+def fault_row(inv, inventory_name, stack_name, results, system, steps):
+    """One system-mode: a faulted cell (r0), then the same cell again (r1)."""
+    nodes = nodes_mod.connect_all(inv)
+    run_id = "fault-%s-%s" % (system, collect.new_run_id())
+    cells = matrix.plan("smoke", len(inv.hosts), systems=system, steps=steps, repeats=2)
+    killer = KillWhenTraining(nodes[0], nodes[1], run_id, cells[0].id)
+    killer.start()
+    commands.bench(inventory_name, stack_name, "smoke", results, run_id=run_id, systems=system,
+                   steps=steps, repeats=2)
+    killer.join(timeout=1)
+    path = Path(results) / run_id
+    faulted, after = (collect.read_json(path / c.id / "status.json", {}) for c in cells)
+    return {
+        "fault": "%s: worker on node 2 killed" % system, "system": system, "run": str(path),
+        "killed_at": killer.killed_at, "status": faulted.get("status"),
+        "reason": faulted.get("reason"),
+        "launch_to_first_step": launch_to_first_step(path / cells[0].id, faulted.get("started")),
+        "detection": (faulted["detected"] - killer.killed_at) if killer.killed_at else None,
+        "cleanup": faulted.get("ended", 0) - faulted.get("detected", 0),
+        "strays": sum(len(p) for p in strays(nodes, run_id).values()),
+        "next_cell": after.get("status"),
+    }
+
+
+def print_table(rows):
+    print("\n%-42s %9s %9s %9s %6s %10s" % ("fault", "to step 1", "detected", "cleanup",
+                                           "strays", "next cell"))
+    for row in rows:
+        if "system" not in row:
+            print("%-42s %29s changed=%s" % (row["fault"], "%.1f s" % row["seconds"],
+                                             row["changed"]))
+            continue
+        print("%-42s %9s %9s %9s %6d %10s" % (
+            row["fault"], _seconds(row["launch_to_first_step"]), _seconds(row["detection"]),
+            _seconds(row["cleanup"]), row["strays"], row["next_cell"]))
+
+
+def _seconds(value):
+    return "-" if value is None else "%.1f s" % value
