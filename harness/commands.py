@@ -1,11 +1,10 @@
 """The user's four words, each one call from tasks.py."""
 import json
-import signal
 import time
 from pathlib import Path
 
-from . import (collect, datasets, inventory, launch, matrix, nodes as nodes_mod, preflight,
-               provision, resume, shaping, stacks)
+from . import (collect, datasets, interrupts, inventory, launch, matrix, nodes as nodes_mod,
+               preflight, provision, resume, shaping, stacks)
 from .errors import UserError
 
 
@@ -56,9 +55,10 @@ def _start_run(path, inv, stack, profile, cells, options):
 
 def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast):
     outcomes = {}
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` or a CI timeout: clean up like Ctrl-C
+    interrupts.install()  # Ctrl-C, `kill` or a CI timeout: stop the cell, clean up, keep data
     try:
         for index, cell in enumerate(cells, 1):
+            interrupts.check()
             print("cell %d/%d" % (index, len(cells)), flush=True)
             shaping.apply(cell)
             outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout)
@@ -71,6 +71,7 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast):
               "(interrupted); resume with `invoke bench --run %s`" % run_id, flush=True)
         raise
     finally:
+        interrupts.restore()
         collect.finish_manifest(path, nodes)
         collect.build_records(path)
         for node in nodes:
@@ -79,10 +80,6 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast):
     print("run %s: %d succeeded, %d failed; results in %s"
           % (run_id, len(outcomes) - len(failed), len(failed), path))
     return {"run_id": run_id, "path": path, "outcomes": outcomes}
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt("signal %d" % signum)
 
 
 def _shards(cell, nodes_count):

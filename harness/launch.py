@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import jinja2
 
-from . import layout
+from . import interrupts, layout
 from .datasets import full_name, shard_name
 from .errors import UserError
 from .matrix import SYSTEMS
@@ -139,6 +139,7 @@ def watch(cell, processes, timeout, display):
     """Until all succeed, one fails, or the timeout; returns (status, reason)."""
     started = time.monotonic()
     while True:
+        interrupts.check()
         alive = {proc.label: poll(proc) for proc in processes}
         display.update(processes, time.monotonic() - started)
         failed = [p for p in processes if (p.rc not in (None, 0)) or

@@ -1,0 +1,151 @@
+"""Failures on the local cluster, for real: a worker killed mid-cell in each system-mode, an
+interrupted run resumed, bad input of every kind, and a port or a shard that pre-flight must
+catch. After every fault: the cell is failed within the bound, no process of the run is left on
+any node, what was measured is intact, and the next cell runs."""
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import collect, faults, inventory, matrix, nodes as nodes_mod
+from harness.paths import REPO
+from tests.conftest import INVOKE, invoke
+
+pytestmark = pytest.mark.cluster
+DETECTION_BOUND = 10.0  # s from the kill to the cell marked failed
+
+
+@pytest.fixture(scope="module")
+def fault_bench(provisioned, tmp_path_factory):
+    results = tmp_path_factory.mktemp("faults")
+    out = invoke("fault-bench", "--results", str(results)).stdout
+    (report,) = results.glob("fault-bench-*.json")
+    return {"out": out, "rows": json.loads(report.read_text())["rows"]}
+
+
+@pytest.mark.parametrize("system", list(matrix.SYSTEMS))
+def test_a_killed_worker_fails_the_cell_fast_and_leaves_nothing(fault_bench, system):
+    (row,) = [r for r in fault_bench["rows"] if r.get("system") == system]
+    assert row["killed_at"], "the worker was never seen training"
+    assert row["status"] == "failed" and "node2/worker-1" in row["reason"], row["reason"]
+    assert row["detection"] <= DETECTION_BOUND, row
+    assert row["strays"] == 0
+    assert row["next_cell"] == "succeeded"
+    # what the faulted cell measured before the fault is kept, and the run's records are whole
+    run = Path(row["run"])
+    records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    assert sorted(r["value"] for r in records if r["metric"] == "status") == [0.0, 1.0]
+    faulted = [c for c in run.iterdir() if c.name.startswith("lenet5") and "_r0_" in c.name]
+    assert list(faulted[0].glob("node1/*/memory.csv"))
+
+
+def test_the_fault_table_is_printed(fault_bench):
+    assert "no-op provisioning re-run" in fault_bench["out"]
+    assert "changed=0" in fault_bench["out"]
+    for system in matrix.SYSTEMS:
+        assert "%s: worker on node 2 killed" % system in fault_bench["out"]
+
+
+def test_an_interrupted_run_resumes_with_only_its_unfinished_cells(provisioned, tmp_path):
+    run_id = "interrupted"
+    command = [INVOKE, "bench", "--run", run_id, "--systems", "pytorch-sync,mxnet-sync",
+               "--steps", "200", "--results", str(tmp_path)]
+    bench = subprocess.Popen(command, cwd=str(REPO), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    cells = matrix.plan("smoke", 3, systems="pytorch-sync,mxnet-sync", steps=200)
+    second = tmp_path / run_id / cells[1].id / "status.json"
+    deadline = time.monotonic() + 300
+    while collect.read_json(second, {}).get("status") != "running" or \
+            not collect.read_json(second, {}).get("processes"):
+        assert time.monotonic() < deadline and bench.poll() is None, bench.stdout.read()
+        time.sleep(0.2)
+    bench.send_signal(signal.SIGINT)  # Ctrl-C
+    out = bench.communicate(timeout=120)[0]
+    assert bench.returncode == 130, out
+    assert "Traceback" not in out and "invoke bench --run %s" % run_id in out
+    first = tmp_path / run_id / cells[0].id
+    assert collect.read_json(first / "status.json")["status"] == "succeeded"
+    status = collect.read_json(second)
+    assert (status["status"], status["reason"]) == ("failed", "interrupted")
+    nodes = nodes_mod.connect_all(inventory.load("local"))
+    assert sum(len(p) for p in faults.strays(nodes, run_id).values()) == 0
+    kept = {p: p.stat().st_mtime for p in first.rglob("*") if p.is_file()}
+
+    out = invoke("bench", "--run", run_id, "--results", str(tmp_path)).stdout
+    assert "1 cell(s) to run; kept: 1 succeeded" in out
+    assert "cell 1/1" in out and cells[1].id in out and cells[0].id not in out.split("cell 1/1")[1]
+    assert {p: p.stat().st_mtime for p in first.rglob("*") if p.is_file()} == kept
+    assert collect.read_json(second)["status"] == "succeeded"
+    assert (tmp_path / run_id / ".attempts" / (cells[1].id + ".1") / "status.json").is_file()
+    out = invoke("bench", "--run", run_id, "--results", str(tmp_path)).stdout
+    assert "nothing left to run" in out
+
+
+def test_fail_fast_leaves_the_rest_pending(provisioned, tmp_path):
+    out = invoke("bench", "--systems", "pytorch-sync,mxnet-sync", "--epochs", "100",
+                 "--timeout", "8", "--fail-fast", "--results", str(tmp_path)).stdout
+    assert "stopping (--fail-fast): 1 cell(s) left pending" in out
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    states = sorted(collect.read_json(p)["status"] for p in run.glob("*/status.json"))
+    assert states == ["failed", "pending"]
+
+
+def _expect_error(args, *phrases):
+    result = invoke(*args, check=False)
+    text = result.stdout + result.stderr
+    assert result.returncode == 2, text
+    assert "Traceback" not in text and "fix:" in text, text
+    for phrase in phrases:
+        assert phrase in text, text
+
+
+def test_bad_input_is_a_clear_error(provisioned, tmp_path):
+    _expect_error(["bench", "--systems", "caffe-sync", "--dry-run"],
+                  "unknown system 'caffe-sync'", "pytorch-sync")
+    _expect_error(["bench", "--benchmarks", "vgg16-cifar10", "--dry-run"],
+                  "unknown benchmark 'vgg16-cifar10'")
+    bad_inventory = tmp_path / "bad.yml"
+    bad_inventory.write_text("all:\n  hosts:\n    n1: {address: [oops\n")
+    _expect_error(["bench", "--inventory", str(bad_inventory), "--dry-run"], str(bad_inventory))
+    stack = tmp_path / "odd.yml"
+    stack.write_text("name: odd\npython: '3.11'\nframeworks:\n  caffe:\n    import: caffe\n"
+                     "    packages: [caffe==1.0]\n")
+    _expect_error(["bench", "--stack", str(stack), "--dry-run"], "unknown framework 'caffe'")
+    archive = tmp_path / "cifar-10-binary.tar.gz"
+    archive.write_bytes(b"not an archive")
+    _expect_error(["provision", "--data", "real", "--data-archive", str(archive)],
+                  "c32a1d4ab5d03f1284b67883e8d87530")
+    old = tmp_path / "results" / "old-run"
+    old.mkdir(parents=True)
+    (old / "manifest.json").write_text(json.dumps({"results_format": 0}))
+    _expect_error(["analyze", "--results", str(tmp_path / "results"), "--run", "old-run"],
+                  "results format 0")
+
+
+def test_preflight_names_a_busy_port_and_a_corrupt_shard(provisioned, tmp_path):
+    import socket
+    node2 = inventory.load("local").hosts[1]
+    shard = next(Path(node2.workdir).expanduser().glob("data/cifar10-*/shard-1-of-3.bin"))
+    backup = tmp_path / "shard.bak"
+    shutil.copyfile(shard, backup)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", inventory.load("local").hosts[0].base_port))
+    listener.listen()
+    try:
+        with open(shard, "r+b") as handle:
+            handle.seek(100)
+            byte = handle.read(1)
+            handle.seek(100)
+            handle.write(bytes([byte[0] ^ 0xFF]))
+        _expect_error(["bench", "--systems", "pytorch-sync", "--results", str(tmp_path)],
+                      "2 problem(s)", "node1: port(s) %d already in use" % listener.getsockname()[1],
+                      "node2: dataset file %s has md5" % shard)
+        assert not list(tmp_path.glob("*/manifest.json"))  # nothing started
+    finally:
+        listener.close()
+        shutil.copyfile(backup, shard)
