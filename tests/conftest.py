@@ -10,9 +10,9 @@ from harness.paths import REPO
 INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
 
 
-def invoke(*args, check=True):
+def invoke(*args, check=True, env=None):
     result = subprocess.run([INVOKE, *args], cwd=str(REPO), capture_output=True, text=True,
-                            timeout=1800)
+                            timeout=1800, env=dict(os.environ, **(env or {})))
     if check and result.returncode != 0:
         raise AssertionError("invoke %s failed (%d):\n%s\n%s" % (
             " ".join(args), result.returncode, result.stdout[-3000:], result.stderr[-3000:]))

@@ -70,6 +70,11 @@ def test_five_system_modes_over_ssh(netns, tmp_path):
         config = json.loads(result.read_text())["config"]
         assert config["address"].startswith(cluster.SUBNET + ".")
         assert config["interface"] == "eth0"
+    # the cluster's SSH key reaches neither the results nor the logs fetched with them
+    key = Path(netns["key"])
+    secrets = [key.read_bytes().strip(), str(key).encode()]
+    files = [f for f in run.rglob("*") if f.is_file()]
+    assert files and not [str(f) for f in files if any(s in f.read_bytes() for s in secrets)]
 
 
 # One core per emulated host: three hosts on a 2-core machine oversubscribe it, and a peer that

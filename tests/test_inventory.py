@@ -114,3 +114,9 @@ def test_unknown_inventory_name_lists_known_ones():
     with pytest.raises(UserError) as caught:
         inventory.load("no-such-cluster")
     assert "local" in str(caught.value)
+
+
+def test_a_public_address_is_warned_about(tmp_path):
+    hosts = host("n1", 29500, address="8.8.8.8") + host("n2", 29600, address="10.0.0.12")
+    warnings = inventory.load(write(tmp_path, hosts)).warnings()
+    assert len(warnings) == 1 and warnings[0].startswith("n1: address 8.8.8.8 is public")

@@ -5,14 +5,17 @@ Runs the user's own commands (`invoke provision bench collect analyze`) as subpr
 """
 import json
 import math
+from pathlib import Path
 
 import psutil
 import pytest
 
+from harness import inventory
 from harness.matrix import SYSTEMS
 from tests.conftest import invoke
 
 pytestmark = pytest.mark.cluster
+TOKEN = "s3cret-token-that-must-not-leak"  # in the controller's environment during the run
 PHASES = ("step", "loading", "forward", "backward", "communication")
 SYNC = [s for s in SYSTEMS if SYSTEMS[s]["mode"] == "sync"]
 
@@ -20,7 +23,7 @@ SYNC = [s for s in SYSTEMS if SYSTEMS[s]["mode"] == "sync"]
 @pytest.fixture(scope="module")
 def smoke_run(provisioned, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
-    bench = invoke("bench", "--results", str(results))
+    bench = invoke("bench", "--results", str(results), env={"DLBENCH_TEST_TOKEN": TOKEN})
     invoke("collect", "--results", str(results))
     analyze = invoke("analyze", "--results", str(results))
     (run,) = [p for p in results.iterdir() if p.is_dir()]
@@ -182,3 +185,14 @@ def test_mxnet_parameter_servers_train_a_resnet(provisioned, tmp_path):
     statuses = [json.loads(p.read_text()) for p in run.glob("*/status.json")]
     assert len(statuses) == 2
     assert all(s["status"] == "succeeded" for s in statuses), [s.get("reason") for s in statuses]
+
+
+def test_no_secret_reaches_results_or_node_logs(smoke_run):
+    """The controller's environment (tokens, keys) is not written to results or node logs."""
+    run_id = smoke_run["run"].name
+    places = [smoke_run["run"]] + [Path(h.workdir).expanduser() / "runs" / run_id
+                                   for h in inventory.load("local").hosts]
+    files = [f for place in places for f in place.rglob("*") if f.is_file()]
+    assert len(files) > 50
+    leaked = [str(f) for f in files if TOKEN.encode() in f.read_bytes()]
+    assert leaked == []
