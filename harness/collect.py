@@ -104,6 +104,8 @@ def fetch_cell(path, status, nodes):
     by_name = {node.name: node for node in nodes}
     fetched = 0
     for proc in status.get("processes", []):
+        if proc["node"] in status.get("unreachable", []):
+            continue  # its files stay on it: `invoke collect` fetches them once it answers
         node = by_name[proc["node"]]
         local = path / status["cell_id"] / proc["node"] / ("%s-%d" % (proc["role"], proc["rank"]))
         local.mkdir(parents=True, exist_ok=True)

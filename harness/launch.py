@@ -18,6 +18,11 @@ from .paths import BENCH
 from .progress import CellProgress
 
 POLL_SECONDS = 1.0
+POLL_TIMEOUT = 5.0    # s a node may take to answer a poll before the cell fails
+KILL_TIMEOUT = 20.0   # s to stop one process (TERM, grace, KILL) before the node is given up
+# s without a poll after which a role stops itself (bench/templates/_lease.sh.j2): a dead
+# controller or a cut link leaves nothing running for longer
+LEASE_SECONDS = 30
 
 # Settings every trainer reads from cell.json; the same for all frameworks (methodology.md).
 TRAINING = {
@@ -87,7 +92,7 @@ def prepare(cell, run_id, nodes, stack, shards, resolve=None):
                          scheduler_addr=nodes[0].host.address,
                          scheduler_port=layout.port(nodes[0], "mxnet_scheduler"),
                          tf_config=layout.tf_config(cell, nodes, role, rank),
-                         code_dir=workdir + "/code",
+                         code_dir=workdir + "/code", lease_seconds=LEASE_SECONDS,
                          python=python_rel.python(resolve(node, host.env_root)))
         processes.append(Process(node=node, role=role, rank=rank, out_dir=out_dir,
                                  script=template.render(**variables), config=config,
@@ -118,11 +123,13 @@ def write_file(node, path, text):
 
 
 def poll(proc):
-    """Refresh progress, exit code and liveness of one process in one round trip. Liveness
-    is read before rc: a process seen dead has already written its rc, if it ever will."""
-    out = proc.node.run("cd %s && cat progress.json 2>/dev/null; echo; echo '#ps'; "
-                        "ps -o stat= -p %d; echo '#rc'; cat rc 2>/dev/null"
-                        % (shlex.quote(proc.out_dir), proc.pid), check=False).stdout
+    """Refresh progress, exit code and liveness of one process in one round trip, and renew
+    its lease. Liveness is read before rc: a process seen dead has already written its rc, if
+    it ever will. A node that does not answer within POLL_TIMEOUT fails the cell."""
+    command = ("cd %s && touch lease && cat progress.json 2>/dev/null; echo; echo '#ps'; "
+               "ps -o stat= -p %d; echo '#rc'; cat rc 2>/dev/null"
+               % (shlex.quote(proc.out_dir), proc.pid))
+    out = proc.node.bounded(lambda: proc.node.run(command, check=False), POLL_TIMEOUT).stdout
     progress_text, rest = out.split("#ps", 1)
     ps_text, rc_text = rest.split("#rc", 1)
     try:
@@ -162,7 +169,7 @@ def _death(proc):
 def stop_services(processes):
     """The others are done: SIGTERM the services, which record their end and exit 0."""
     services = [p for p in processes if p.service]
-    stop(services)
+    stop(services)  # a node that does not answer shows below: no clean result
     unclean = [p.label for p in services if _result_status(p) != "succeeded"]
     if unclean:
         return "failed", "%s did not stop cleanly on SIGTERM" % ", ".join(unclean)
@@ -177,14 +184,20 @@ def _result_status(proc):
 
 
 def stop(processes):
-    """Kill every still-running process group by its recorded pid; returns what needed KILL."""
-    hard = {}
+    """Kill every still-running process group by its recorded pid. Returns (what needed KILL,
+    the nodes that did not answer: their processes stop themselves when the lease runs out)."""
+    hard, unreachable = {}, set()
     for proc in processes:
-        if proc.pid:
-            left = proc.node.kill(proc.pid)
-            if left:
-                hard[proc.label] = left
-    return hard
+        if not proc.pid or proc.node.name in unreachable:
+            continue
+        try:
+            left = proc.node.bounded(lambda: proc.node.kill(proc.pid), KILL_TIMEOUT)
+        except UserError:
+            unreachable.add(proc.node.name)
+            continue
+        if left:
+            hard[proc.label] = left
+    return hard, sorted(unreachable)
 
 
 def kill_recorded(records, nodes_by_name):
@@ -223,8 +236,12 @@ def run_cell(cell, processes, timeout, status, save=lambda: None):
         status["status"], status["reason"] = "failed", str(exc)
     finally:
         status["detected"] = time.time()  # the end, or the fault seen; cleanup follows
-        status["killed_hard"] = stop(processes)
+        if status["status"] == "failed":
+            print("  %s: %s; stopping the cell on every node" % (cell.id, status["reason"]),
+                  flush=True)
+        status["killed_hard"], status["unreachable"] = stop(processes)
         status["ended"] = time.time()
         status["seconds"] = status["ended"] - began
         if status["status"] == "failed":
-            status["log_tails"] = {p.label: log_tail(p) for p in processes}
+            status["log_tails"] = {p.label: log_tail(p) for p in processes
+                                   if p.node.name not in status["unreachable"]}

@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +42,33 @@ class Node:
             raise UserError("%s: command failed (exit %d): %s\n%s"
                             % (self.name, result.exited, command, result.stderr.strip()[-2000:]))
         return result
+
+    def bounded(self, function, seconds):
+        """function(), given up after `seconds`: on a cut link an SSH channel hangs for minutes.
+        The connection is dropped then, so the next call reconnects (and fails fast if the
+        host is still cut off)."""
+        box = {}
+
+        def target():
+            try:
+                box["value"] = function()
+            except Exception as exc:  # re-raised in the caller's thread
+                box["error"] = exc
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        thread.join(seconds)
+        if thread.is_alive():
+            self.drop()
+            raise UserError("%s did not answer within %.0f s (its link or the host is down)"
+                            % (self.name, seconds),
+                            "check the host and its network; its processes stop themselves "
+                            "when their lease runs out")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def drop(self):
+        """Forget a connection that hangs (SSH); the next call opens a new one."""
 
     def path(self, path):
         """Absolute path on the node; `~/` means the node user's home."""
@@ -167,6 +195,9 @@ class SshNode(Node):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def drop(self):
+        self._conn = None  # closing it could hang as well
 
 
 def _ssh_error(host, exc):

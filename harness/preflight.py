@@ -17,9 +17,11 @@ PROVISION_FIX = "run `invoke provision` with the same --inventory, --stack, --pr
 def check(nodes, stack, cells, inv=None):
     began = time.monotonic()
     needs = {node.name: {"envs": {}, "files": {}, "ports": set()} for node in nodes}
-    for cell in cells:
-        _add_needs(needs, cell, nodes, stack)
     problems = []
+    for cell in cells:
+        index = _shard_index(cell)
+        problems += _too_few_images(cell, index)
+        _add_needs(needs, cell, nodes, stack, index)
     for node in nodes:
         if needs[node.name]["envs"] or needs[node.name]["files"]:
             problems += _check_node(node, needs[node.name])
@@ -33,10 +35,25 @@ def check(nodes, stack, cells, inv=None):
                                                       time.monotonic() - began), flush=True)
 
 
-def _add_needs(needs, cell, nodes, stack):
+def _shard_index(cell):
+    return json.loads((datasets.prepare(cell.dataset, cell.data, cell.nodes,
+                                        progress=lambda m: None) / "shards.json").read_text())
+
+
+def _too_few_images(cell, index):
+    """An epoch is steps_per_epoch batches of a worker's shard: it must hold that many."""
+    needed = cell.steps_per_epoch * cell.local_batch
+    held = min(shard["images"] for shard in index["shards"])
+    if held >= needed:
+        return []
+    return ["%s: %d steps of %d images need %d per shard; the %s shards hold %d: lower --steps "
+            "to %d at most (and raise --epochs)" % (cell.id, cell.steps_per_epoch,
+                                                    cell.local_batch, needed, index["id"], held,
+                                                    held // cell.local_batch)]
+
+
+def _add_needs(needs, cell, nodes, stack, index):
     env = stack.env(cell.framework)
-    index = json.loads((datasets.prepare(cell.dataset, cell.data, cell.nodes,
-                                         progress=lambda m: None) / "shards.json").read_text())
     for node, role, rank in layout.roles(cell, nodes):
         need = needs[node.name]
         need["envs"][env.framework] = env

@@ -7,13 +7,15 @@ bandwidth while compute does not."""
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from harness import cluster, inventory, nodes
+from harness import cluster, faults, inventory, launch, matrix, nodes
 from harness.errors import UserError
-from tests.conftest import invoke
+from harness.paths import REPO
+from tests.conftest import INVOKE, invoke
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
@@ -123,6 +125,52 @@ def worker_means(records):
         out.setdefault((system, link, "compute"), []).append(
             phases["forward"] + phases["backward"])
     return {key: sum(v) / len(v) for key, v in out.items()}
+
+
+def test_a_cut_link_fails_the_cell_and_leaves_no_process(netns, tmp_path, capsys):
+    """`ip link set ... down` on node 3's link while a cell trains: the harness notices within
+    the bound, stops what it can reach, node 3's roles stop themselves when their lease runs
+    out, and once the link is back the next cell runs."""
+    run_id = "cut-link"
+    command = [INVOKE, "bench", "--inventory", "netns", "--run", run_id, "--systems",
+               "pytorch-sync", "--steps", "300", "--repeats", "2", "--results", str(tmp_path)]
+    bench = subprocess.Popen(command, cwd=str(REPO), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    cells = matrix.plan("smoke", 3, systems="pytorch-sync", steps=300, repeats=2)
+    hosts = inventory.load("netns")
+    all_nodes = nodes.connect_all(hosts)
+    folder = faults.run_folder(all_nodes[0], run_id) + "/" + cells[0].id
+    deadline = time.monotonic() + 300
+    while max([p.get("step", 0) for p in faults.progress_of(all_nodes[0], folder).values()]
+              or [0]) < 2:
+        assert time.monotonic() < deadline and bench.poll() is None
+        time.sleep(0.2)
+    veth = netns["hosts"][2]["veth"]
+    subprocess.run(["ip", "link", "set", veth, "down"], check=True)
+    cut = time.time()
+    output = []
+    try:
+        for line in bench.stdout:  # the harness says when it has seen the fault
+            output.append(line)
+            if "stopping the cell on every node" in line:
+                break
+    finally:
+        subprocess.run(["ip", "link", "set", veth, "up"], check=True)
+        cluster.reshape(netns["rate_mbit"])
+    output += bench.communicate(timeout=600)[0].splitlines(True)
+    text = "".join(output)
+    first = json.loads((tmp_path / run_id / cells[0].id / "status.json").read_text())
+    assert first["status"] == "failed" and "node3" in first["reason"], text
+    assert first["detected"] - cut <= 10.0, (first["detected"] - cut, first["reason"])
+    second = json.loads((tmp_path / run_id / cells[1].id / "status.json").read_text())
+    assert second["status"] == "succeeded", text
+    deadline = time.monotonic() + launch.LEASE_SECONDS + 20
+    while sum(len(p) for p in faults.strays(all_nodes, run_id).values()):
+        assert time.monotonic() < deadline, faults.strays(all_nodes, run_id)
+        time.sleep(1)
+    with capsys.disabled():
+        print("\ncut link: detected after %.1f s, cell stopped %.1f s later (%s)"
+              % (first["detected"] - cut, first["ended"] - first["detected"], first["reason"]))
 
 
 def test_down_removes_what_up_made(netns):

@@ -108,6 +108,8 @@ def test_bad_input_is_a_clear_error(provisioned, tmp_path):
                   "unknown system 'caffe-sync'", "pytorch-sync")
     _expect_error(["bench", "--benchmarks", "vgg16-cifar10", "--dry-run"],
                   "unknown benchmark 'vgg16-cifar10'")
+    _expect_error(["bench", "--systems", "pytorch-sync", "--steps", "1200", "--results",
+                   str(tmp_path)], "need 50400 per shard", "lower --steps to 396")
     bad_inventory = tmp_path / "bad.yml"
     bad_inventory.write_text("all:\n  hosts:\n    n1: {address: [oops\n")
     _expect_error(["bench", "--inventory", str(bad_inventory), "--dry-run"], str(bad_inventory))
@@ -149,3 +151,45 @@ def test_preflight_names_a_busy_port_and_a_corrupt_shard(provisioned, tmp_path):
     finally:
         listener.close()
         shutil.copyfile(backup, shard)
+
+
+def test_a_dead_controller_leaves_nothing_running_and_its_run_resumes(provisioned, tmp_path,
+                                                                      capsys):
+    """SIGKILL the controller mid-cell: no cleanup code runs, so the roles' leases must stop
+    them; then `bench --run ID` reruns the cell that was left `running`."""
+    from harness import launch
+    run_id = "orphaned"
+    bench = subprocess.Popen([INVOKE, "bench", "--run", run_id, "--systems", "pytorch-sync",
+                              "--epochs", "4", "--steps", "300", "--results", str(tmp_path)],
+                             cwd=str(REPO),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # 1200 LeNet-5 steps last about 50 s here, longer than the lease: the lease stops them
+    (cell,) = matrix.plan("smoke", 3, systems="pytorch-sync", epochs=4, steps=300)
+    status_file = tmp_path / run_id / cell.id / "status.json"
+    deadline = time.monotonic() + 300
+    while not collect.read_json(status_file, {}).get("processes"):
+        assert time.monotonic() < deadline and bench.poll() is None
+        time.sleep(0.2)
+    progress = Path(inventory.load("local").hosts[0].workdir).expanduser() / "runs" / run_id / \
+        cell.id / "worker-0" / "progress.json"
+    while collect.read_json(progress, {}).get("step", 0) < 5:  # training, not starting up
+        assert time.monotonic() < deadline and bench.poll() is None
+        time.sleep(0.2)
+    bench.kill()
+    bench.wait()
+    killed = time.monotonic()
+    nodes = nodes_mod.connect_all(inventory.load("local"))
+    assert sum(len(p) for p in faults.strays(nodes, run_id).values()) > 0  # orphans, for now
+    while sum(len(p) for p in faults.strays(nodes, run_id).values()):
+        assert time.monotonic() - killed < launch.LEASE_SECONDS + 20, faults.strays(nodes, run_id)
+        time.sleep(1)
+    with capsys.disabled():
+        print("\ncontroller killed: its roles stopped themselves %.1f s later (lease %d s)"
+              % (time.monotonic() - killed, launch.LEASE_SECONDS))
+    assert collect.read_json(status_file)["status"] == "running"
+    node1 = Path(inventory.load("local").hosts[0].workdir).expanduser()
+    lease_log = (node1 / "runs" / run_id / cell.id / "worker-0" / "lease.log").read_text()
+    assert "lease expired" in lease_log
+    out = invoke("bench", "--run", run_id, "--results", str(tmp_path)).stdout
+    assert "1 cell(s) to run" in out
+    assert collect.read_json(status_file)["status"] == "succeeded"
