@@ -131,7 +131,7 @@ def test_a_cut_link_fails_the_cell_and_leaves_no_process(netns, tmp_path, capsys
     """`ip link set ... down` on node 3's link while a cell trains: the harness notices within
     the bound, stops what it can reach, node 3's roles stop themselves when their lease runs
     out, and once the link is back the next cell runs."""
-    run_id = "cut-link"
+    run_id = "cut-link-%d" % time.time()  # the nodes keep earlier runs' folders
     command = [INVOKE, "bench", "--inventory", "netns", "--run", run_id, "--systems",
                "pytorch-sync", "--steps", "300", "--repeats", "2", "--results", str(tmp_path)]
     bench = subprocess.Popen(command, cwd=str(REPO), stdout=subprocess.PIPE,
@@ -141,8 +141,10 @@ def test_a_cut_link_fails_the_cell_and_leaves_no_process(netns, tmp_path, capsys
     all_nodes = nodes.connect_all(hosts)
     folder = faults.run_folder(all_nodes[0], run_id) + "/" + cells[0].id
     deadline = time.monotonic() + 300
-    while max([p.get("step", 0) for p in faults.progress_of(all_nodes[0], folder).values()]
-              or [0]) < 2:
+    status_file = tmp_path / run_id / cells[0].id / "status.json"
+    while not status_file.is_file() or "processes" not in json.loads(status_file.read_text()) \
+            or max([p.get("step", 0) for p in faults.progress_of(all_nodes[0], folder).values()]
+                   or [0]) < 2:
         assert time.monotonic() < deadline and bench.poll() is None
         time.sleep(0.2)
     veth = netns["hosts"][2]["veth"]
