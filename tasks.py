@@ -68,12 +68,14 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                       "(local batch stays 42; provision with the same --nodes)",
                 network="emulated cluster only: run the cells at each link setting, e.g. "
                         "50mbit,1gbit,10gbit (reshaped between settings, recorded per cell)",
+                profile_steps="profiled steps per cell after the timed ones, for the operator "
+                              "profiles (0: none) [smoke 5, quick 10, paper 20]",
                 results="results folder [invoke.yaml: results]"))
 @_user_errors
 def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
           repeats=None, network=None, nodes=None, results=None, fail_fast=False,
-          retry_failed=False, force=False):
+          retry_failed=False, force=False, profile_steps=None):
     """Run the matrix (or resume a run): one cell at a time on every node at once, watched,
     stopped by pid."""
     from harness import commands
@@ -85,7 +87,8 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
                    timeout=commands.check_positive("timeout", timeout),
                    repeats=commands.check_positive("repeats", repeats) or 1, network=network,
                    node_counts=nodes, fail_fast=fail_fast, retry_failed=retry_failed,
-                   force=force)
+                   force=force,
+                   profile_steps=commands.check_positive("profile-steps", profile_steps, 0))
 
 
 @task(help={"inventory": COMMON["inventory"], "run": "run id (default: the latest)",

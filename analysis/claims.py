@@ -19,7 +19,7 @@ def evaluate(groups, reference=None):
     tolerance = reference.get("default_tolerance", 0.25)
     execution = _values(groups, "execution_seconds")
     communication = _values(groups, "communication_total")
-    rows = [_ratio_claim(c, execution, PAPER_BENCHMARKS, tolerance)
+    rows = [ratio_claim(c, execution, PAPER_BENCHMARKS, tolerance)
             for c in reference.get("headline", [])]
     for claim in reference.get("sections", []):
         rows.append(_section_claim(claim, execution, tolerance))
@@ -35,7 +35,7 @@ def _values(groups, column):
     return {(r.benchmark, r.system): getattr(r, column) for r in ok.itertuples()}
 
 
-def _ratio_claim(claim, values, benchmarks, default_tol):
+def ratio_claim(claim, values, benchmarks, default_tol):
     tol = claim.get("tolerance", default_tol)
     ratios = {b: values[(b, claim["numerator"])] / values[(b, claim["denominator"])]
               for b in benchmarks
@@ -55,7 +55,7 @@ def _ratio_claim(claim, values, benchmarks, default_tol):
 
 def _section_claim(claim, values, default_tol):
     if "value" in claim:
-        return _ratio_claim(claim, values, claim["benchmarks"], default_tol)
+        return ratio_claim(claim, values, claim["benchmarks"], default_tol)
     benchmark = claim["benchmarks"][0]
     here = {s: v for (b, s), v in values.items() if b == benchmark}
     row = _row(claim, None, None)
@@ -77,7 +77,7 @@ def _table_v_claim(claim, values, benchmarks, default_tol):
             means[system] = sum(found) / len(found)
     if "value" in claim:
         pooled = {("table-v", s): v for s, v in means.items()}
-        return _ratio_claim(claim, pooled, ["table-v"], default_tol)
+        return ratio_claim(claim, pooled, ["table-v"], default_tol)
     here = {s: v for s, v in means.items() if s in claim["among"]}
     return _order(_row(claim, None, None), here, claim["least"],
                   lambda s, v: v == min(here.values()), "least communication")

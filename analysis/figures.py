@@ -174,3 +174,33 @@ def scaling(table, out_stem):
     fig.suptitle("Scaling (throughput, local batch fixed)", fontsize=9)
     fig.tight_layout()
     return save(fig, out_stem)
+
+
+def operator_profile(table, benchmarks, out_stem, title, planned_systems=None):
+    """Figs. 5, 7, 10: time per step of each canonical operator category, one bar per
+    system-mode, one panel per benchmark (compute categories; data and communication are in
+    the report's table). A system-mode without a profile is marked, not dropped."""
+    from .operators import NOT_COMPUTE
+    fig, axes = plt.subplots(1, len(benchmarks), figsize=(6.5 * len(benchmarks), 3.8),
+                             squeeze=False)
+    for ax, benchmark in zip(axes[0], benchmarks):
+        here = table[(table.benchmark == benchmark) & ~table.category.isin(NOT_COMPUTE)]
+        categories = sorted(here.category.unique()) or ["(no profile)"]
+        systems = ordered_systems(list(here.system) + list(planned_systems or []))
+        width = 0.8 / max(1, len(systems))
+        x = np.arange(len(categories))
+        for i, system in enumerate(systems):
+            rows = here[here.system == system].set_index("category").seconds
+            heights = [rows.get(c, 0.0) * 1e3 for c in categories]
+            xs = x + (i - (len(systems) - 1) / 2.0) * width
+            ax.bar(xs, heights, width, label=system, color=COLOURS.get(system))
+            if rows.empty:
+                mark_missing(ax, xs[0], "%s: no profile" % system)
+        ax.set_xticks(x)
+        ax.set_xticklabels(categories, rotation=35, ha="right", fontsize=7)
+        ax.set_title(benchmark, fontsize=9)
+        ax.set_ylabel("ms per step")
+        ax.legend(fontsize=6)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return save(fig, out_stem)

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from . import claims, figures, memory, network, render, tidy
+from . import claims, figures, memory, network, operators, render, tidy
 
 PHASE_COLUMNS = ["step"] + tidy.PHASES
 SHOWN_PACKAGES = ("torch", "tensorflow", "tensorflow-cpu", "tf-keras", "mxnet", "numpy", "psutil")
@@ -57,6 +57,7 @@ def sections(run_path, out, manifest, records, cells, groups):
     blocks += memory_section(run_path, out, records, cells, figure)
     blocks += network_section(out, groups, records, cells, manifest, figure)
     blocks += scaling_section(out, groups, figure)
+    blocks += operators_section(out, records, cells, planned, figure)
     blocks += failures_section(cells)
     return blocks, pngs
 
@@ -78,6 +79,62 @@ def scaling_section(out, groups, figure):
                    [[r.benchmark, r.system, r.link or "-", r.nodes, _num(r.images_per_s, "%.1f"),
                      _num(r.speedup, "%.2f"), _num(r.efficiency, "%.2f")]
                     for r in table.itertuples()]))
+    return blocks
+
+
+def operators_section(out, records, cells, planned, figure):
+    """Figs. 5, 7, 10, coverage, the names left in `other`, the profiler's cost, the claims."""
+    ops = operators.categorised(records)
+    blocks = [("h2", "Operator profiles (cf. paper Figs. 5, 7, 10)")]
+    if ops.empty:
+        return blocks + [("p", "No profiled steps in this run (`invoke bench --profile-steps "
+                               "N`, N > 0).")]
+    table = operators.category_table(ops, cells)
+    table.to_csv(out / "operators.csv", index=False)
+    blocks.append(("p", "Profiled steps run after each cell's timed steps and calibration, so "
+                        "the profiler never runs in a timed step. Time per step of each "
+                        "canonical category (analysis/operators.yml), every process of the "
+                        "cell (servers included) over its workers. Methodology: "
+                        "docs/methodology.md."))
+    for stem, benchmarks in operators.FIGURES.items():
+        shown = [b for b in benchmarks if b in set(table.benchmark)]
+        if shown:
+            png = figure(figures.operator_profile(
+                table, shown, out / ("%s_operators" % stem), "Operator time per step (cf. "
+                "paper %s)" % stem.replace("fig", "Fig. "), planned))
+            blocks.append(("img", png, "%s: operators, %s" % (stem, ", ".join(shown))))
+    wide = table.pivot_table(index=["benchmark", "system"], columns="category",
+                             values="seconds").reset_index()
+    columns = [c for c in operators.load_table()["categories"] if c in wide]
+    blocks.append(("table", ["benchmark", "system"] + ["%s ms" % c for c in columns],
+                   [[r["benchmark"], r["system"]] + [_num(r[c], "%.3f", 1e3) for c in columns]
+                    for _, r in wide.iterrows()]))
+    cover = operators.coverage(ops)
+    blocks += [("h3", "Coverage of the mapping table"),
+               ("table", ["framework", "operator ms/step", "in a canonical category"],
+                [[r.framework, "%.2f" % r.operator_ms_per_step, "%.1f%%" % (100 * r.coverage)]
+                 for r in cover.itertuples()])]
+    unknown = operators.unknown_names(ops)
+    if not unknown.empty:
+        blocks += [("p", "Operator names in `other` (no rule in analysis/operators.yml):"),
+                   ("table", ["framework", "operator", "ms/step"],
+                    [[r.framework, r.operator, "%.3f" % r.ms_per_step]
+                     for r in unknown.itertuples()])]
+    cost = operators.overhead(records)
+    if not cost.empty:
+        blocks += [("h3", "Profiler overhead"),
+                   ("p", "Profiled step / timed (un-instrumented) step, per cell."),
+                   ("table", ["benchmark", "system", "timed s/step", "profiled s/step",
+                              "ratio"],
+                    [[r.benchmark, r.system, "%.4f" % r.timed_step, "%.4f" % r.profiled_step,
+                      "%.2f" % r.ratio] for r in cost.itertuples()])]
+    rows = operators.evaluate_claims(table)
+    blocks += [("h3", "The paper's operator claims"),
+               ("table", ["claim", "section", "paper", "measured", "tolerance", "verdict",
+                          "basis"],
+                [[c["text"], c["section"], _fmt(c["paper"]), _fmt(c["measured"]),
+                  "%d%%" % round(100 * c["tolerance"]), c["verdict"], c.get("basis", "")]
+                 for c in rows])]
     return blocks
 
 

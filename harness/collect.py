@@ -131,6 +131,7 @@ def build_records(path):
                             status=status["status"], reason=status.get("reason", "")))
         for result_file in sorted((path / cell["id"]).glob("*/*/result.json")):
             records.extend(_process_records(base, result_file))
+        records.extend(_profile_records(base, path / cell["id"]))
     out = path / "records.jsonl"
     tmp = out.with_name("records.jsonl.tmp")
     tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
@@ -157,6 +158,30 @@ def _per_worker_records(rec, per_worker):
                 for phase in PHASES if summary.get(phase) is not None]
         out += [dict(worker, metric=m, value=summary[m], unit="steps")
                 for m in ("measured_steps", "warmup_steps") if m in summary]
+    return out
+
+
+def _profile_records(base, cell_path):
+    """One record per operator path of each process's profiled steps (bench/common/
+    profile.py), in seconds per profiled step. A server does not know how many steps it
+    served: it takes the steps of the process that drove the profile (TF chief, worker 0)."""
+    profiles = [(f, read_json(f)) for f in sorted(cell_path.glob("*/*/profile.json"))]
+    profiles = [(f, p) for f, p in profiles if p]
+    driven = [p["steps"] for f, p in profiles if p.get("steps")]
+    out = []
+    for profile_file, profile in profiles:
+        steps = profile.get("steps") or (max(driven) if driven else 0)
+        node, role_rank = profile_file.parent.parent.name, profile_file.parent.name
+        role, _, rank = role_rank.rpartition("-")
+        rec = dict(base, node=node, role=role, rank=int(rank), source=profile.get("source"))
+        if profile.get("profiled_step"):  # workers; for tensorflow-async, the chief
+            out.append(dict(rec, metric="profiled_step", value=profile["profiled_step"],
+                            unit="s/step"))
+        if not steps:
+            continue
+        out += [dict(rec, metric="operator", op_path=op["path"], calls=op["calls"],
+                     value=op["seconds"] / steps, unit="s/step")
+                for op in profile.get("ops", [])]
     return out
 
 

@@ -11,12 +11,12 @@ from .errors import UserError
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
           repeats=1, network=None, node_counts=None, fail_fast=False, retry_failed=False,
-          force=False):
+          force=False, profile_steps=None):
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
     options = {"benchmarks": benchmarks, "systems": systems, "epochs": epochs, "steps": steps,
                "data": data, "timeout": timeout, "repeats": repeats, "network": network,
-               "nodes": node_counts}
+               "nodes": node_counts, "profile_steps": profile_steps}
     nodes = nodes_mod.connect_all(inv)
     path = Path(results) / run_id if run_id else None
     resuming = path is not None and (path / "manifest.json").is_file() and not dry_run
@@ -27,7 +27,8 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
         cells = matrix.plan(profile, len(inv.hosts), benchmarks=benchmarks, systems=systems,
                             epochs=epochs, steps=steps, data=data, repeats=repeats,
                             networks=networks,
-                            node_counts=provision.node_counts(node_counts, len(inv.hosts)))
+                            node_counts=provision.node_counts(node_counts, len(inv.hosts)),
+                            profile_steps=profile_steps)
         todo = cells
     run_id = run_id or collect.new_run_id()
     if dry_run:
@@ -176,14 +177,14 @@ def reproduce(inventory_name, stack_name, profile, results, data=None):
     return built
 
 
-def check_positive(name, value):
-    """A command-line count: None, or a whole number >= 1."""
+def check_positive(name, value, least=1):
+    """A command-line count: None, or a whole number >= least."""
     if value is None:
         return None
     try:
         number = int(value)
     except ValueError:
-        number = 0
-    if number < 1:
-        raise UserError("--%s must be a whole number >= 1 (got %r)" % (name, value))
+        number = least - 1
+    if number < least:
+        raise UserError("--%s must be a whole number >= %d (got %r)" % (name, least, value))
     return number

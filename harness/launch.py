@@ -86,7 +86,9 @@ def prepare(cell, run_id, nodes, stack, shards, resolve=None):
             shard="%s/%s" % (data_dirs[rank], shard_name(rank, cell.nodes)),
             full_data="%s/%s" % (data_dirs[rank], full_name(cell.nodes)),
             full_data_by_worker=["%s/%s" % (d, full_name(cell.nodes)) for d in data_dirs],
-            worker_nodes=[n.name for n in used], sharing=sharing(cell, nodes, node))
+            worker_nodes=[n.name for n in used], sharing=sharing(cell, nodes, node),
+            profiler_services=layout.profiler_services(cell, nodes),
+            profiler_port=layout.profiler_port(cell, node, role))
         variables = dict(config, system=cell.system, master_addr=nodes[0].host.address,
                          master_port=layout.port(nodes[0], "torch_master"),
                          scheduler_addr=nodes[0].host.address,

@@ -9,6 +9,8 @@ PORTS = {
     "tf_worker": 10,         # gRPC server of a TensorFlow worker
     "tf_ps": 11,             # gRPC server of a TensorFlow parameter server
     "tf_chief": 12,          # gRPC server of the TensorFlow coordinator (node 1)
+    "tf_profiler_worker": 13,  # profiler service of a tensorflow-async worker (profiled steps)
+    "tf_profiler_ps": 14,      # profiler service of a tensorflow-async parameter server
 }
 
 
@@ -45,3 +47,18 @@ def tf_config(cell, nodes, role, rank):
         cluster["ps"] = addresses("tf_ps")
         cluster["chief"] = addresses("tf_chief")[:1]
     return {"cluster": cluster, "task": {"type": role, "index": rank}}
+
+
+def profiler_services(cell, nodes):
+    """gRPC addresses of the profiler services of a tensorflow-async cell's servers (the
+    chief asks them for a trace of the profiled steps); none for other system-modes."""
+    if cell.system != "tensorflow-async" or not cell.profile_steps:
+        return []
+    return ["grpc://%s:%d" % (n.host.address, port(n, "tf_profiler_" + role))
+            for role in ("worker", "ps") for n in nodes[:cell.nodes]]
+
+
+def profiler_port(cell, node, role):
+    if cell.system == "tensorflow-async" and cell.profile_steps and role in ("worker", "ps"):
+        return port(node, "tf_profiler_" + role)
+    return None

@@ -39,12 +39,12 @@ STARTUP_BOUND = 300
 PROFILES = {
     # Tables III and IV of the paper.
     "paper": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 10,
-              "steps": 396, "warmup": 10, "data": "real"},
+              "steps": 396, "warmup": 10, "data": "real", "profile_steps": 20},
     "quick": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 1,
-              "steps": 30, "warmup": 5, "data": "synthetic"},
+              "steps": 30, "warmup": 5, "data": "synthetic", "profile_steps": 10},
     # every system-mode, about 10 steps: a check that everything runs, not a measurement
     "smoke": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
-              "steps": 12, "warmup": 2, "data": "synthetic"},
+              "steps": 12, "warmup": 2, "data": "synthetic", "profile_steps": 5},
 }
 LOCAL_BATCH = 42  # Table IV: global 126 over 3 workers
 
@@ -65,6 +65,7 @@ class Cell:
     data: str
     repeat: int = 0
     link: str = ""  # link setting on the emulated cluster (`bench --network`), "" = as it is
+    profile_steps: int = 0  # profiled steps after the timed ones (operator profile), 0 = none
 
     @property
     def settings(self):
@@ -73,6 +74,7 @@ class Cell:
     @property
     def config_hash(self):
         settings = self.settings
+        del settings["profile_steps"]  # run after the timed steps: it changes no measurement
         if not settings["link"]:
             del settings["link"]  # ids of unshaped cells stay what they were
         text = json.dumps(settings, sort_keys=True)
@@ -91,11 +93,13 @@ class Cell:
         return INPUT_SIZE.get(self.network, 32)
 
     def default_timeout(self):
-        return STARTUP_BOUND + self.total_steps * STEP_BOUND[self.network]
+        # a profiled step may take twice a timed one
+        steps = self.total_steps + 2 * self.profile_steps
+        return STARTUP_BOUND + steps * STEP_BOUND[self.network]
 
 
 def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None, data=None,
-         repeats=1, networks=None, node_counts=None):
+         repeats=1, networks=None, node_counts=None, profile_steps=None):
     """Cells of a profile, filtered and overridden by the user's options, in run order."""
     if profile not in PROFILES:
         raise UserError("unknown profile %r" % profile, "use one of: %s" % ", ".join(PROFILES))
@@ -116,7 +120,9 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
                         framework=framework, mode=SYSTEMS[system]["mode"], nodes=nodes,
                         local_batch=LOCAL_BATCH, epochs=epochs or spec["epochs"],
                         steps_per_epoch=steps, warmup_steps=min(spec["warmup"], steps - 1),
-                        data=data or spec["data"])
+                        data=data or spec["data"],
+                        profile_steps=spec["profile_steps"] if profile_steps is None
+                        else profile_steps)
             cells.append(base)
     # repeats interleaved (the whole matrix, then again): slow drift of the machine spreads
     # over every cell instead of biasing one

@@ -13,13 +13,14 @@ from .errors import UserError
 from .matrix import Cell
 
 # options that choose cells: a resumed run's cells come from its manifest instead
-SELECTING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "nodes")
+SELECTING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "nodes",
+             "profile_steps")
 
 
 def plan(path, options, retry_failed=False, force=False):
     """(every cell of the run, the cells to run now)."""
     collect.check_format(path)
-    given = [k for k in SELECTING if options.get(k)]
+    given = [k for k in SELECTING if options.get(k) not in (None, "") and options[k] is not False]
     if (options.get("repeats") or 1) > 1:
         given.append("repeats")
     if given:

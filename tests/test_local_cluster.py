@@ -180,11 +180,34 @@ def test_mxnet_parameter_servers_train_a_resnet(provisioned, tmp_path):
     """A network with BatchNorm through the KVStore (the smoke matrix has LeNet-5 only): the
     servers once aborted at the first step on every ResNet."""
     invoke("bench", "--results", str(tmp_path), "--benchmarks", "resnet18-cifar10",
-           "--systems", "mxnet-sync,mxnet-async", "--steps", "4")
+           "--systems", "mxnet-sync,mxnet-async", "--steps", "4", "--profile-steps", "0")
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     statuses = [json.loads(p.read_text()) for p in run.glob("*/status.json")]
     assert len(statuses) == 2
     assert all(s["status"] == "succeeded" for s in statuses), [s.get("reason") for s in statuses]
+
+
+def test_operator_profiles_of_every_system_mode_are_categorised(smoke_run):
+    """The profiled steps after the timed ones, in every system-mode, servers included: the
+    mapping table's canonical categories (not `other`) cover >= 90% of each framework's
+    operator time."""
+    import pandas as pd
+    from analysis import operators
+    ops = operators.categorised(pd.DataFrame(smoke_run["records"]))
+    assert set(ops.system) == set(SYSTEMS)
+    cover = operators.coverage(ops)
+    print("\n" + cover.to_string(index=False))
+    assert sorted(cover.framework) == ["mxnet", "pytorch", "tensorflow"]
+    assert (cover.coverage >= 0.9).all(), cover
+    for system in SYSTEMS:
+        found = set(ops[ops.system == system].category)
+        assert {"convolution", "convolution_backward", "fully_connected_backward",
+                "weights_update"} <= found, (system, found)
+    assert {"worker", "server"} <= set(ops[ops.system == "mxnet-sync"].role)
+    assert {"worker", "ps"} <= set(ops[ops.system == "tensorflow-async"].role)
+    assert "fig5_operators.png" in smoke_run["analyze_out"]
+    report = (smoke_run["run"] / "analysis" / "report.md").read_text()
+    assert "Coverage of the mapping table" in report and "operator claims" in report
 
 
 def test_no_secret_reaches_results_or_node_logs(smoke_run):

@@ -4,6 +4,7 @@ finish, then exits; the sampler logs its memory meanwhile and result.json record
 import sys
 
 from bench.common import runner
+from bench.mxnet.profiling import server_profile
 
 
 def serve(config, sampler):
@@ -16,7 +17,10 @@ def serve(config, sampler):
     else:
         raise RuntimeError("DMLC_ROLE=%s did not start an MXNet %s"
                            % (config["role"], config["role"]))
-    return {"versions": {"mxnet": runner.installed_version("mxnet")}}
+    result = {"versions": {"mxnet": runner.installed_version("mxnet")}}
+    if config["role"] == "server":
+        result["profile"] = server_profile(config)
+    return result
 
 
 def main(argv):

@@ -11,9 +11,9 @@ import mxnet as mx
 import numpy
 from mxnet import autograd, gluon
 
-from bench.common import loop, runner
+from bench.common import loop, profile, runner
 from bench.common.breakdown import summarise
-from bench.mxnet import data, models
+from bench.mxnet import data, models, profiling
 
 
 def build(config, batch_shape):
@@ -100,10 +100,13 @@ def train(config, sampler):
     runner.log(config, "%s: %d parameters, kvstore %s rank %d of %d workers"
                % (config["network"], models.parameter_count(net), kvstore.type, kvstore.rank,
                   kvstore.num_workers))
-    result, batch = loop.timed_steps(config, sampler, lambda epoch: batches(loader),
-                                     make_step(config, net, trainer))
+    step = make_step(config, net, trainer)
+    result, batch = loop.timed_steps(config, sampler, lambda epoch: batches(loader), step)
     calibration = loop.in_turn(config, kvstore._barrier,
                                lambda: calibrate(config, sampler, net, batch))
+    if profile.wanted(config):
+        result["profile"] = profiling.profile_steps(
+            config, sampler, net, step, loop.endless(lambda: batches(loader)))
     result.update(calibration=calibration, parameters=models.parameter_count(net),
                   kvstore_rank=kvstore.rank,
                   summary=summarise(result["steps"], calibration, worker_updates=False))

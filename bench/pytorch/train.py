@@ -14,9 +14,9 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
-from bench.common import loop, runner
+from bench.common import loop, profile, runner
 from bench.common.breakdown import summarise
-from bench.pytorch import data, models
+from bench.pytorch import data, models, profiling
 
 
 def optimiser(config, model):
@@ -69,10 +69,13 @@ def train(config, sampler):
     loader = data.loader(config)
     runner.log(config, "%s: %d parameters, world size %d"
                % (config["network"], models.parameter_count(model), dist.get_world_size()))
-    result, batch = loop.timed_steps(config, sampler, lambda epoch: iter(loader),
-                                     make_step(config, ddp))
+    step = make_step(config, ddp)
+    result, batch = loop.timed_steps(config, sampler, lambda epoch: iter(loader), step)
     calibration = loop.in_turn(config, dist.barrier,
                                lambda: calibrate(config, sampler, model, batch))
+    if profile.wanted(config):
+        result["profile"] = profiling.profile_steps(config, sampler, step,
+                                                    loop.endless(lambda: loader))
     dist.destroy_process_group()
     result.update(calibration=calibration, parameters=models.parameter_count(model),
                   summary=summarise(result["steps"], calibration, worker_updates=True))

@@ -26,11 +26,18 @@ def serve(config, sampler):
                                   job_name=spec["task"]["type"],
                                   task_index=spec["task"]["index"], protocol="grpc", start=True)
     runner.log(config, "serving %s (%s)" % (server.target, spec["task"]["type"]))
+    if config.get("profiler_port"):
+        # the chief asks for a trace of its profiled steps (bench/tensorflow/profiling.py)
+        tf.profiler.experimental.server.start(int(config["profiler_port"]))
     sampler.progress(phase=config["role"])
     while not STOP:  # the main thread stays in Python so the signal handler runs
         time.sleep(0.2)
-    return {"versions": {"tensorflow": tf.__version__},
-            "stopped": "SIGTERM from the harness after the chief finished"}
+    result = {"versions": {"tensorflow": tf.__version__},
+              "stopped": "SIGTERM from the harness after the chief finished"}
+    if config.get("profiler_port"):
+        from bench.tensorflow import profiling
+        result["profile"] = profiling.server_profile(config)
+    return result
 
 
 def main(argv):

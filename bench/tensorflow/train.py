@@ -11,9 +11,9 @@ import time
 
 import tensorflow as tf
 
-from bench.common import cifar, loop, runner
+from bench.common import cifar, loop, profile, runner
 from bench.common.breakdown import summarise
-from bench.tensorflow import data, models
+from bench.tensorflow import data, models, profiling
 
 
 def set_threads(config):
@@ -104,6 +104,8 @@ def train_sync(config, sampler):
     local_batch = [strategy.experimental_local_results(t)[0] for t in batch]
     calibration = loop.in_turn(config, barrier(strategy),
                                lambda: calibrate(config, sampler, model, local_batch))
+    if profile.wanted(config):
+        result["profile"] = profiling.profile_steps(config, sampler, train_step, batches)
     result.update(calibration=calibration, parameters=models.parameter_count(model),
                   update_in_backward=True,
                   summary=summarise(result["steps"], calibration, worker_updates=False))
@@ -203,7 +205,8 @@ def train_async(config, sampler):
                % (config["network"], models.parameter_count(model), total,
                   config["world_size"]))
     started = time.time()
-    records = schedule_all(config, sampler, coordinator, fn, iter(per_worker), total)
+    iterator = iter(per_worker)
+    records = schedule_all(config, sampler, coordinator, fn, iterator, total)
     train_seconds = time.time() - started
     sampler.progress(step=config["epochs"] * config["steps_per_epoch"])
     calibration = calibrate(config, sampler, model, local_batch(config))
@@ -212,7 +215,9 @@ def train_async(config, sampler):
     ends = sorted(float(r["end"]) for r in records)
     summaries = {w: summarise(s, calibration, worker_updates=False) for w, s in steps.items()}
     wall = ends[-1] - min(s["start"] for s in measured)
-    return {"steps": [s for w in sorted(steps) for s in steps[w]], "train_seconds": train_seconds,
+    profiled = profile_async(config, sampler, coordinator, fn, iterator,
+                             wall / len(measured)) if profile.wanted(config) else None
+    return {"profile": profiled, "steps": [s for w in sorted(steps) for s in steps[w]], "train_seconds": train_seconds,
             "wall_step": wall * config["world_size"] / len(measured),
             "per_worker": {str(w): dict(summary, node=config["worker_nodes"][w]
                                         if w >= 0 else None)
@@ -220,6 +225,20 @@ def train_async(config, sampler):
             "calibration": calibration, "parameters": models.parameter_count(model),
             "summary": summarise([s for w in steps for s in steps[w]], calibration,
                                  worker_updates=False)}
+
+
+def profile_async(config, sampler, coordinator, fn, iterator, step_estimate):
+    """The profiled steps: scheduled as the timed ones, while the servers are traced."""
+    pending = []
+
+    def schedule_one():
+        pending.append(coordinator.schedule(fn, args=(iterator,)))
+        if len(pending) > 2 * config["world_size"]:
+            pending.pop(0).fetch()
+    summary = profiling.remote_steps(dict(config, step_estimate=step_estimate), sampler,
+                                     schedule_one)
+    coordinator.join()
+    return summary
 
 
 def local_batch(config):
