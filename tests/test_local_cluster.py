@@ -201,8 +201,12 @@ def test_operator_profiles_of_every_system_mode_are_categorised(smoke_run):
     assert (cover.coverage >= 0.9).all(), cover
     for system in SYSTEMS:
         found = set(ops[ops.system == system].category)
-        assert {"convolution", "convolution_backward", "fully_connected_backward"} <= found, \
-            (system, found)
+        assert {"convolution", "convolution_backward", "fully_connected_backward",
+                "weights_update"} <= found, (system, found)
+    for system in ("mxnet-sync", "mxnet-async"):  # the update runs on the servers
+        updates = ops[(ops.system == system) & (ops.category == "weights_update")]
+        assert set(updates[updates.role == "server"]["rank"]) == {0, 1, 2}, system
+    assert {"worker", "ps"} <= set(ops[ops.system == "tensorflow-async"].role)
     assert "fig5_operators.png" in smoke_run["analyze_out"]
     report = (smoke_run["run"] / "analysis" / "report.md").read_text()
     assert "Coverage of the mapping table" in report and "operator claims" in report

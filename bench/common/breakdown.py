@@ -27,7 +27,7 @@ def summarise(steps, calibration, worker_updates):
         "loading": loading,
         "forward": forward,
         "backward": backward,
-        "communication": step - (loading + forward + backward),
+        "communication": _rest(step, (loading, forward, backward)),
         "calibration_update": median(calibration.get("update") or []),
     }
     # Timers around each call in the timed run, where a framework's calls are synchronous:
@@ -36,3 +36,11 @@ def summarise(steps, calibration, worker_updates):
         if any(phase in s for s in measured):
             summary[phase] = mean(s.get(phase, 0.0) for s in measured)
     return summary
+
+
+def _rest(step, parts):
+    """step - sum(parts); None when a part is unknown (an async worker whose few closures
+    were all warm-up steps has no measured step)."""
+    if step is None or any(p is None for p in parts):
+        return None
+    return step - sum(parts)

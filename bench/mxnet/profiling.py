@@ -2,9 +2,9 @@
 
 Workers: MXNet's profiler with aggregate statistics, the graph re-built unbulked
 (MXNET_EXEC_BULK_EXEC_TRAIN=0) so each operator is its own record; the timed steps ran bulked,
-MXNet's default. Servers: worker 0 switches the servers' profiler on and off through the
-KVStore (profile_process="server"); each server writes a trace in its own folder, which
-server.py reads when the server has stopped. The servers run the weight update."""
+MXNet's default. Servers: the worker of KVStore rank 0 switches the servers' profiler on and
+off through the KVStore (profile_process="server"); each server writes a trace in its own
+folder, which server.py reads when the server has stopped. The servers run the weight update."""
 import glob
 import json
 import os
@@ -15,12 +15,13 @@ from bench.common.profile import Profile, run_steps
 SERVER_TRACE = "server_trace.json"
 
 
-def profile_steps(config, sampler, net, train_step, batches):
+def profile_steps(config, sampler, net, train_step, batches, drives_servers):
+    """drives_servers: this worker is the KVStore's rank 0, the only one whose profiler
+    commands MXNet forwards to the servers (the scheduler's rank, not the harness's)."""
     import mxnet as mx
     os.environ["MXNET_EXEC_BULK_EXEC_TRAIN"] = "0"
     net.hybridize(static_alloc=True, static_shape=True)  # a new cached graph reads it
     train_step(next(batches), None)  # builds that graph, outside the profile
-    drives_servers = config["rank"] == 0
     if drives_servers:
         mx.profiler.set_config(profile_all=True, filename=SERVER_TRACE,
                                profile_process="server")

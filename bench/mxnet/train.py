@@ -106,7 +106,8 @@ def train(config, sampler):
                                lambda: calibrate(config, sampler, net, batch))
     if profile.wanted(config):
         result["profile"] = profiling.profile_steps(
-            config, sampler, net, step, loop.endless(lambda: batches(loader)))
+            config, sampler, net, step, loop.endless(lambda: batches(loader)),
+            drives_servers=kvstore.rank == 0)
     result.update(calibration=calibration, parameters=models.parameter_count(net),
                   kvstore_rank=kvstore.rank,
                   summary=summarise(result["steps"], calibration, worker_updates=False))

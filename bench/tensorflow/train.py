@@ -60,12 +60,13 @@ def replica_step(config, model, optimizer):
     return step
 
 
-def calibrate(config, sampler, model, batch):
-    """A local copy of the model and a local optimizer: no collectives, no parameter servers.
-    The local step (forward, backward, update) is one function, as in training: splitting a TF
-    step into separate functions inflates it (../shared/NOTES.md). backward = step - forward."""
+def calibrate(config, sampler, weights, batch):
+    """A local copy of the model (weights: the trained model's) and a local optimizer: no
+    collectives, no parameter servers. The local step (forward, backward, update) is one
+    function, as in training: splitting a TF step into separate functions inflates it
+    (../shared/NOTES.md). backward = step - forward."""
     local = models.build(config["network"], config["classes"], config["input_size"])
-    local.set_weights(model.get_weights())
+    local.set_weights(weights)
     loss_fn = losses(config)
     x, y = batch
     forward_fn = tf.function(lambda: loss_fn(y, local(x, training=True)))
@@ -102,8 +103,11 @@ def train_sync(config, sampler):
                   strategy.num_replicas_in_sync))
     result, batch = loop.timed_steps(config, sampler, lambda epoch: batches, train_step)
     local_batch = [strategy.experimental_local_results(t)[0] for t in batch]
+    # Read by every worker at once: under MWMS, reading a BatchNorm moving statistic is an
+    # all-reduce, which one worker alone (in_turn) would pair with the others' barrier.
+    weights = model.get_weights()
     calibration = loop.in_turn(config, barrier(strategy),
-                               lambda: calibrate(config, sampler, model, local_batch))
+                               lambda: calibrate(config, sampler, weights, local_batch))
     if profile.wanted(config):
         result["profile"] = profiling.profile_steps(config, sampler, train_step, batches)
     result.update(calibration=calibration, parameters=models.parameter_count(model),
@@ -209,7 +213,7 @@ def train_async(config, sampler):
     records = schedule_all(config, sampler, coordinator, fn, iterator, total)
     train_seconds = time.time() - started
     sampler.progress(step=config["epochs"] * config["steps_per_epoch"])
-    calibration = calibrate(config, sampler, model, local_batch(config))
+    calibration = calibrate(config, sampler, model.get_weights(), local_batch(config))
     steps = async_steps(config, records)
     measured = [s for w in steps for s in steps[w] if not s["warmup"]]
     ends = sorted(float(r["end"]) for r in records)
@@ -217,7 +221,8 @@ def train_async(config, sampler):
     wall = ends[-1] - min(s["start"] for s in measured)
     profiled = profile_async(config, sampler, coordinator, fn, iterator,
                              wall / len(measured)) if profile.wanted(config) else None
-    return {"profile": profiled, "steps": [s for w in sorted(steps) for s in steps[w]], "train_seconds": train_seconds,
+    return {"profile": profiled, "steps": [s for w in sorted(steps) for s in steps[w]],
+            "train_seconds": train_seconds,
             "wall_step": wall * config["world_size"] / len(measured),
             "per_worker": {str(w): dict(summary, node=config["worker_nodes"][w]
                                         if w >= 0 else None)
