@@ -15,6 +15,14 @@ def path_of(event):
     return reversed(names)
 
 
+def cpu_profiler():
+    """torch.profiler from PyTorch 1.8.1; the paper stack's 1.7 has its predecessor, whose
+    events carry the same self times and parents."""
+    if hasattr(torch, "profiler") and hasattr(torch.profiler, "ProfilerActivity"):
+        return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    return torch.autograd.profiler.profile()
+
+
 def profile_steps(config, sampler, train_step, batches):
     """config["profile_steps"] more training steps, the same as the timed ones, profiled."""
     timer = StepTimer()
@@ -27,9 +35,10 @@ def profile_steps(config, sampler, train_step, batches):
         timer.end_step()
 
     steps = int(config["profile_steps"])
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    with cpu_profiler() as prof:
         seconds = run_steps(sampler, steps, one)
     profile = Profile("pytorch", "torch.profiler %s" % torch.__version__)
-    for event in prof.events():
+    events = prof.events() if hasattr(prof, "events") else prof.function_events
+    for event in events:
         profile.add(path_of(event), event.self_cpu_time_total / 1e6)  # microseconds
     return profile.write(config, steps, seconds)

@@ -75,7 +75,10 @@ def add_xplane(profile, path):
     """Op events of the host plane, with self time (an op's nested ops subtracted). Events that
     are not ops (executor, thread pool, Python) are left out: operator time is op time, as in
     TensorBoard's op statistics. Ops on a tf.data thread get a `tf.data` scope."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    try:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2  # TF 2.12+
+    except ImportError:
+        from tensorflow.core.profiler.protobuf import xplane_pb2  # the paper's TF 2.5
     space = xplane_pb2.XSpace()
     with open(path, "rb") as handle:
         space.ParseFromString(handle.read())
