@@ -170,6 +170,16 @@ def analysis_bench(c, repeats=3, hours=1.0):
     benchmark.run(int(repeats), float(hours))
 
 
+@task(name="stack-envs", help={"stack": "one stack (default: every stack in stacks/)"})
+@_user_errors
+def stack_envs(c, stack=None):
+    """Write stacks/conda/<stack>-<framework>.yml, the conda environment files provisioning
+    builds on nodes whose Python comes from conda (Vagrant, the paper stack)."""
+    from harness import stacks
+    for path in stacks.write_conda_envs(stack):
+        print(path)
+
+
 # --- the emulated cluster (root): `invoke cluster.up`, `cluster.status`, `cluster.down` -------
 
 @task(name="up", help={"hosts": "how many emulated hosts [3]",
@@ -204,5 +214,5 @@ def cluster_status(c):
 
 
 ns = Collection(provision, bench, collect, analyze, reproduce, overhead, crosscheck,
-                analysis_bench, fault_bench)
+                analysis_bench, fault_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))

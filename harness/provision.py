@@ -9,7 +9,7 @@ import sys
 import tarfile
 import time
 
-from . import datasets, inventory, matrix, stacks
+from . import datasets, inventory, matrix, stacks, vagrant
 from .errors import UserError
 from .paths import BENCH, PLAYBOOKS, REPO, cache_dir
 
@@ -57,13 +57,17 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None):
         "stack_python": stack.python,
         "stack_python_source": stack.python_source,
         "stack_envs": [{"framework": e.framework, "dirname": e.dirname, "packages": e.packages,
-                        "pip_args": e.pip_args} for e in stack.envs.values()],
+                        "pip_args": e.pip_args,
+                        "conda_env": stacks.conda_env_text(stack, e.framework)}
+                       for e in stack.envs.values()],
         "bench_archive": str(stage_bench()),
         "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
     }
 
 
 def run(inventory_name, stack_name, profile, data=None, archive=None, check=False, nodes=None):
+    if inventory_name == "vagrant":  # the VMs are up and inventory/vagrant.yml is current
+        vagrant.prepare()
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
     counts = node_counts(nodes, len(inv.hosts))

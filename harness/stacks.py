@@ -9,6 +9,8 @@ import yaml
 from .errors import UserError
 from .paths import STACKS
 
+CONDA_ENVS = STACKS / "conda"
+
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
 
 
@@ -30,6 +32,7 @@ class Stack:
     python: str
     envs: dict  # framework -> FrameworkEnv
     python_source: str = "the OS packages or pyenv"
+    python_version: str = ""  # exact, for conda ("3.6.9"); empty: any python<python>
 
     def env(self, framework):
         if framework not in self.envs:
@@ -50,19 +53,59 @@ def load(name_or_path):
     name = data.get("name") or path.stem
     envs = {}
     for framework, spec in (data.get("frameworks") or {}).items():
-        envs[framework] = _env(path, name, data.get("python"), framework, spec or {})
+        envs[framework] = _env(path, name, data.get("python"), framework, spec or {},
+                               str(data.get("python_version") or ""))
     return Stack(name=name, python=str(data.get("python")), envs=envs,
-                 python_source=str(data.get("python_source") or "the OS packages or pyenv"))
+                 python_source=str(data.get("python_source") or "the OS packages or pyenv"),
+                 python_version=str(data.get("python_version") or ""))
 
 
-def _env(path, stack_name, python, framework, spec):
+def conda_env(stack, framework):
+    """A conda environment file for one framework of a stack: the stack's exact Python from
+    conda-forge, the framework's pins through pip, exactly as in the stack file (conda hands
+    the pip list to pip as a requirements file, so an option line such as `-f URL` works)."""
+    env = stack.env(framework)
+    python = stack.python_version or stack.python
+    pip = ([env.pip_args] if env.pip_args else []) + list(env.packages)
+    return {"name": "dlbench-%s-%s" % (stack.name, framework),
+            "channels": ["conda-forge", "nodefaults"],
+            "dependencies": ["python=%s" % python, "pip", {"pip": pip}]}
+
+
+def conda_env_text(stack, framework):
+    header = ("# Generated from stacks/%s.yml by `invoke stack-envs`; do not edit by hand.\n"
+              "# conda env create -f <this file>   (docs/reproducing.md)\n" % stack.name)
+    return header + yaml.safe_dump(conda_env(stack, framework), sort_keys=False)
+
+
+def _env(path, stack_name, python, framework, spec, python_version=""):
     if framework not in FRAMEWORKS:
         raise UserError("stack %s names an unknown framework %r" % (path, framework),
                         "frameworks are: %s" % ", ".join(FRAMEWORKS))
     packages = [str(p) for p in spec.get("packages") or []]
     if not packages or not spec.get("import"):
         raise UserError("stack %s: framework %s needs `import:` and `packages:`" % (path, framework))
-    digest = hashlib.sha1(json.dumps([python, packages, spec.get("pip_args", "")]).encode())
+    pinned = [python, packages, spec.get("pip_args", "")]
+    pinned += [python_version] if python_version else []  # keeps the current envs' names
+    digest = hashlib.sha1(json.dumps(pinned).encode())
     return FrameworkEnv(framework=framework, module=spec["import"], packages=packages,
                         pip_args=str(spec.get("pip_args") or ""),
                         dirname="%s-%s-%s" % (stack_name, framework, digest.hexdigest()[:8]))
+
+
+def conda_env_path(stack_name, framework):
+    return CONDA_ENVS / ("%s-%s.yml" % (stack_name, framework))
+
+
+def write_conda_envs(stack_name=None):
+    """The environment files of one stack, or of every stack; returns the paths written."""
+    names = [stack_name] if stack_name else sorted(p.stem for p in STACKS.glob("*.yml"))
+    CONDA_ENVS.mkdir(exist_ok=True)
+    written = []
+    for name in names:
+        stack = load(name)
+        for framework in sorted(stack.envs):
+            path = conda_env_path(stack.name, framework)
+            path.write_text(conda_env_text(stack, framework))
+            written.append(path)
+    return written
