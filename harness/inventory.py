@@ -17,6 +17,7 @@ from .paths import INVENTORIES
 CONNECTIONS = ("local", "ssh")
 HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+GENERATED = {"vagrant": "invoke provision --inventory vagrant", "netns": "invoke cluster.up"}
 
 
 @dataclass
@@ -78,6 +79,10 @@ def resolve(name_or_path):
     path = Path(name_or_path)
     if path.suffix not in (".yml", ".yaml"):
         path = INVENTORIES / (str(name_or_path) + ".yml")
+    if not path.is_file() and str(name_or_path) in GENERATED:
+        raise UserError("inventory %r is written by `%s`, which has not run here yet"
+                        % (str(name_or_path), GENERATED[str(name_or_path)]),
+                        "run `%s` first" % GENERATED[str(name_or_path)])
     if not path.is_file():
         known = sorted(p.stem for p in INVENTORIES.glob("*.yml"))
         raise UserError("inventory %r not found (looked for %s)" % (str(name_or_path), path),
@@ -210,7 +215,9 @@ def _check_cluster(path, hosts):
                     "inventory %s: host %s: field `base_port` %d overlaps %s's ports (%d) on %s"
                     % (path, host.name, host.base_port, other.name, other.base_port, host.address),
                     "nodes sharing an address need base ports at least %d apart" % PORT_SPAN)
-            if other.ssh_host == host.ssh_host and other.workdir == host.workdir:
+            # one machine = one SSH endpoint: Vagrant's VMs share 127.0.0.1 on distinct ports
+            same_machine = (other.ssh_host, other.ssh_port) == (host.ssh_host, host.ssh_port)
+            if same_machine and other.workdir == host.workdir:
                 raise UserError("inventory %s: host %s: field `workdir` is also %s's"
                                 % (path, host.name, other.name),
                                 "nodes on one machine need distinct workdirs")

@@ -120,3 +120,12 @@ def test_a_public_address_is_warned_about(tmp_path):
     hosts = host("n1", 29500, address="8.8.8.8") + host("n2", 29600, address="10.0.0.12")
     warnings = inventory.load(write(tmp_path, hosts)).warnings()
     assert len(warnings) == 1 and warnings[0].startswith("n1: address 8.8.8.8 is public")
+
+
+def test_the_example_cluster_inventory_is_valid_as_shipped():
+    """docs/reproducing.md tells users to copy it: it must pass the same validation."""
+    inv = inventory.load("cluster.example")
+    assert [h.connection for h in inv.hosts] == ["ssh"] * 3
+    assert [h.address for h in inv.hosts] == ["10.0.0.11", "10.0.0.12", "10.0.0.13"]
+    assert all(h.known_hosts and h.vcpus == 4 for h in inv.hosts)
+    assert inv.warnings() == []

@@ -1,0 +1,148 @@
+"""From `vagrant` output to inventory/vagrant.yml (harness/vagrant.py). VMs cannot boot on this
+machine: `vagrant` is replaced by recorded output of its commands, and the inventory written
+from it is loaded by the same validation every inventory goes through."""
+import re
+
+import pytest
+
+from harness import inventory, vagrant
+from harness.errors import UserError
+from harness.paths import REPO
+
+SSH_CONFIG = """Host node1
+  HostName 127.0.0.1
+  User vagrant
+  Port 2222
+  UserKnownHostsFile /dev/null
+  StrictHostKeyChecking no
+  PasswordAuthentication no
+  IdentityFile /home/u/dlbench/.vagrant/machines/node1/virtualbox/private_key
+  IdentitiesOnly yes
+  LogLevel FATAL
+
+Host node2
+  HostName 127.0.0.1
+  User vagrant
+  Port 2200
+  IdentityFile "/home/u/my dir/.vagrant/machines/node2/virtualbox/private_key"
+
+Host node3
+  HostName 192.168.121.47
+  User vagrant
+  Port 22
+  IdentityFile /home/u/dlbench/.vagrant/machines/node3/libvirt/private_key
+"""
+
+STATUS = """1700000000,node1,metadata,provider,virtualbox
+1700000000,node1,state,running
+1700000000,node2,state,poweroff
+1700000000,node3,state,not_created
+1700000000,,ui,info,Current machine states:
+"""
+
+
+def node_output(name, address, interface="eth1"):
+    return ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI%s root@%s\n"
+            "3: %s    inet %s/24 brd 192.168.56.255 scope global %s\\       valid_lft forever\n"
+            % (name.upper(), name, interface, address, interface))
+
+
+class FakeVagrant:
+    """Replays recorded `vagrant` output and remembers the calls."""
+
+    def __init__(self, status=STATUS, ssh_config=SSH_CONFIG, interface="eth1"):
+        self.calls, self.status, self.ssh_config, self.interface = [], status, ssh_config, interface
+
+    def __call__(self, args, stream=False):
+        self.calls.append(args)
+        if args[0] == "status":
+            return self.status
+        if args[0] == "ssh-config":
+            return self.ssh_config
+        if args[0] == "ssh":
+            address = re.search(r"addr show to (\S+)", args[-1]).group(1)
+            return node_output(args[1], address, self.interface)
+        return ""
+
+
+@pytest.fixture
+def written(tmp_path, monkeypatch):
+    monkeypatch.setattr(vagrant, "INVENTORY", tmp_path / "vagrant.yml")
+    monkeypatch.setattr(vagrant, "STATE", tmp_path / "state")
+    for name in vagrant.DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def test_ssh_config_parsing_keeps_ports_users_and_quoted_key_paths():
+    hosts = vagrant.parse_ssh_config(SSH_CONFIG)
+    assert hosts["node1"] == {"ssh_host": "127.0.0.1", "ssh_port": 2222, "user": "vagrant",
+                              "key": "/home/u/dlbench/.vagrant/machines/node1/virtualbox/"
+                                     "private_key"}
+    assert hosts["node2"]["key"] == "/home/u/my dir/.vagrant/machines/node2/virtualbox/private_key"
+    assert hosts["node3"]["ssh_host"] == "192.168.121.47" and hosts["node3"]["ssh_port"] == 22
+
+
+def test_only_the_machines_not_running_are_brought_up(written):
+    fake = FakeVagrant()
+    vagrant.prepare(run=fake, echo=lambda *a: None)
+    assert ["up", "node2", "node3"] in fake.calls
+    assert not any(c[0] == "up" and "node1" in c for c in fake.calls)
+    running = STATUS.replace("poweroff", "running").replace("not_created", "running")
+    fake = FakeVagrant(status=running)
+    vagrant.prepare(run=fake, echo=lambda *a: None)
+    assert not any(c[0] == "up" for c in fake.calls)
+
+
+def test_the_written_inventory_passes_validation_with_pinned_host_keys(written):
+    path = vagrant.prepare(run=FakeVagrant(interface="enp0s8"), echo=lambda *a: None)
+    inv = inventory.load(path)
+    assert [h.name for h in inv.hosts] == ["node1", "node2", "node3"]
+    node1, node3 = inv.host("node1"), inv.host("node3")
+    assert (node1.address, node1.ssh_host, node1.ssh_port) == ("192.168.56.11", "127.0.0.1", 2222)
+    assert node3.address == "192.168.56.13" and node3.ssh_host == "192.168.121.47"
+    assert node1.cluster_interface == "enp0s8" and node1.vcpus == 4 and node1.user == "vagrant"
+    assert node1.vars["python_source"] == "conda"
+    known = (written / "state" / "known_hosts").read_text().splitlines()
+    assert known[0].startswith("[127.0.0.1]:2222 ssh-ed25519 ")
+    assert known[2].startswith("[192.168.121.47]:22 ssh-ed25519 ")
+    assert "StrictHostKeyChecking=yes" in node1.vars["ansible_ssh_common_args"]
+
+
+def test_settings_follow_the_environment(written, monkeypatch):
+    monkeypatch.setenv("DLBENCH_VM_SUBNET", "10.9.8")
+    monkeypatch.setenv("DLBENCH_VM_CPUS", "2")
+    inv = inventory.load(vagrant.prepare(run=FakeVagrant(), echo=lambda *a: None))
+    assert inv.host("node2").address == "10.9.8.12" and inv.host("node2").vcpus == 2
+
+
+def test_a_vm_without_the_private_address_is_named_with_the_fix(written):
+    class WrongNetwork(FakeVagrant):
+        def __call__(self, args, stream=False):
+            out = super().__call__(args, stream)
+            return out.replace("inet 192.168.56.12/", "inet 10.0.2.15/")
+    with pytest.raises(UserError, match="node2: .*no interface with 192.168.56.12") as info:
+        vagrant.prepare(run=WrongNetwork(), echo=lambda *a: None)
+    assert "vagrant reload node2" in info.value.fix
+
+
+def test_a_machine_missing_from_ssh_config_is_named(written):
+    partial = SSH_CONFIG.split("Host node3")[0]
+    with pytest.raises(UserError, match="nothing for node3"):
+        vagrant.prepare(run=FakeVagrant(ssh_config=partial), echo=lambda *a: None)
+
+
+def test_vagrantfile_defaults_are_the_harness_defaults():
+    """The Vagrantfile and harness/vagrant.py read the same variables with the same defaults:
+    otherwise the inventory would name addresses the VMs do not have."""
+    text = (REPO / "Vagrantfile").read_text()
+    found = dict(re.findall(r'ENV\.fetch\("(DLBENCH_VM_\w+)", "([^"]*)"\)', text))
+    assert found == vagrant.DEFAULTS
+    assert '"#{SUBNET}.#{10 + i}"' in text and vagrant.node_address(1, "S") == "S.11"
+
+
+def test_vagrant_inventory_before_provisioning_says_what_to_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(inventory, "INVENTORIES", tmp_path)
+    with pytest.raises(UserError) as info:
+        inventory.load("vagrant")
+    assert "invoke provision --inventory vagrant" in info.value.fix
