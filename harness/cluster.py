@@ -271,6 +271,7 @@ def write_inventory(state):
              "    ansible_python_interpreter: /usr/bin/python3",
              "    cluster_interface: eth0", "    vcpus: %d" % max(1, round(state["vcpus"])),
              "    base_port: 29500", "    env_root: ~/.cache/dlbench/envs",
+             "    shared_env_root: true",
              "    link_mbit: %d" % state["rate_mbit"],
              "  children:", "    nodes:", "      hosts:"]
     for host in state["hosts"]:
