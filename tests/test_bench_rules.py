@@ -28,3 +28,10 @@ def test_bench_never_imports_the_controller():
     pattern = re.compile(r"^\s*(from|import)\s+(harness|analysis)\b", re.M)
     offenders = [str(p) for p in BENCH.rglob("*.py") if pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_a_missing_distribution_has_no_version_rather_than_an_error():
+    """The paper stack has no tf-keras: recording versions must not fail the run."""
+    from bench.common.runner import installed_version
+    assert installed_version("numpy")
+    assert installed_version("no-such-distribution-dlbench") is None

@@ -52,10 +52,17 @@ def log(config, message):
 
 def installed_version(name):
     """A distribution's version without importing it (importing mxnet in a server role runs
-    the server; tf-keras has no __version__ when loaded through TF_USE_LEGACY_KERAS)."""
+    the server; tf-keras has no __version__ when loaded through TF_USE_LEGACY_KERAS), or
+    None when it is not installed (the paper stack has no tf-keras: TF 2.5 bundles Keras)."""
     try:
         from importlib import metadata  # novermin (guarded: falls back below on 3.6)
-        return metadata.version(name)
     except ImportError:  # Python < 3.8 (the paper stack)
         import pkg_resources
-        return pkg_resources.get_distribution(name).version
+        try:
+            return pkg_resources.get_distribution(name).version
+        except pkg_resources.DistributionNotFound:
+            return None
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None

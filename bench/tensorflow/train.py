@@ -78,7 +78,13 @@ def calibrate(config, sampler, weights, batch):
 
 # --- tensorflow-sync --------------------------------------------------------------------------
 
-def train_sync(config, sampler):
+# After the last result is written, the leader (task 0, which holds the coordination service)
+# waits this long before exiting: a worker whose heartbeat finds the leader gone aborts.
+LEADER_GRACE_SECONDS = 2.0
+
+
+def train_sync(config, sampler, finish=None):
+    """finish: called with a barrier of every worker, for leave_together()."""
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=tf.distribute.experimental.CommunicationImplementation.RING)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
@@ -106,14 +112,26 @@ def train_sync(config, sampler):
     # Read by every worker at once: under MWMS, reading a BatchNorm moving statistic is an
     # all-reduce, which one worker alone (in_turn) would pair with the others' barrier.
     weights = model.get_weights()
-    calibration = loop.in_turn(config, barrier(strategy),
+    everyone = barrier(strategy)
+    calibration = loop.in_turn(config, everyone,
                                lambda: calibrate(config, sampler, weights, local_batch))
     if profile.wanted(config):
         result["profile"] = profiling.profile_steps(config, sampler, train_step, batches)
     result.update(calibration=calibration, parameters=models.parameter_count(model),
                   update_in_backward=True,
                   summary=summarise(result["steps"], calibration, worker_updates=False))
+    if finish:
+        finish(everyone)
     return result
+
+
+def leave_together(config, everyone):
+    """Once every worker has written result.json (one may still be parsing its profile when
+    another is done), the others exit first and the leader last: a worker that outlived the
+    leader once aborted (SIGABRT, exit 134) with its result unwritten."""
+    everyone()
+    if config["rank"] == 0:
+        time.sleep(LEADER_GRACE_SECONDS)
 
 
 def barrier(strategy):
@@ -267,10 +285,14 @@ def local_loop(config):
 def main(argv):
     config = runner.load_config(argv)
     set_threads(config)
-    train = train_sync if config["mode"] == "sync" else train_async
-    runner.run(config, train, {"tensorflow": tf.__version__,
-                               "tf-keras": runner.installed_version("tf-keras"),
-                               "numpy": runner.installed_version("numpy")})
+    versions = {"tensorflow": tf.__version__, "numpy": runner.installed_version("numpy"),
+                "tf-keras": runner.installed_version("tf-keras")}
+    if config["mode"] == "async":
+        runner.run(config, train_async, versions)
+        return
+    finish = []
+    runner.run(config, lambda c, s: train_sync(c, s, finish.append), versions)
+    leave_together(config, finish[0])
 
 
 if __name__ == "__main__":
