@@ -1,5 +1,6 @@
 """What every trainer does around its framework-specific loop: read the cell config, start the
 sampler, write result.json whether the run succeeds or fails."""
+import faulthandler
 import json
 import os
 import platform
@@ -24,6 +25,9 @@ def load_config(argv):
 
 def run(config, train, versions):
     """Call train(config, sampler) -> dict and write result.json with provenance either way."""
+    # A framework that crashes in native code (SIGSEGV, SIGABRT) leaves no Python traceback:
+    # this prints every thread's stack to the log first.
+    faulthandler.enable(all_threads=True)
     out_dir = config["out_dir"]
     total = config["epochs"] * config["steps_per_epoch"]
     sampler = Sampler(out_dir, config["sample_interval"], config.get("interface"), total).start()

@@ -11,6 +11,7 @@ from the `gradient_tape` scope where the op type alone does not tell).
 """
 import glob
 import os
+import time
 
 from bench.common.profile import Profile, run_steps
 
@@ -19,16 +20,31 @@ TRACE_DIR = "tf_trace"  # relative to each process's out_dir
 OP_THREADS = ("tf_Compute", "collective_ops", "tf_data")
 
 
-def profile_steps(config, sampler, train_step, batches):
+# Stopping TF's profiler while another thread records an event corrupted the heap or hung
+# (one tensorflow-sync worker in about ten, inside stop()). The likely other thread is the input
+# pipeline's Python generator filling its prefetch buffer. So the profiled steps train on
+# batches fetched beforehand, the pipeline is left to fill its buffer and go idle, and the
+# workers stop the profiler together once no collective is in flight.
+QUIET_SECONDS = 1.0
+
+
+def profile_steps(config, sampler, train_step, batches, everyone):
+    """everyone(): a barrier of all workers (tensorflow-sync)."""
     import tensorflow as tf
     logdir = os.path.join(config["out_dir"], TRACE_DIR)
     train_step(next(batches), None)  # a step outside the profile: tracing is done
+    steps = int(config["profile_steps"])
+    ready = iter([next(batches) for _ in range(steps)])
+    time.sleep(QUIET_SECONDS)
     tf.profiler.experimental.start(logdir)
     try:
-        steps = int(config["profile_steps"])
-        seconds = run_steps(sampler, steps, lambda: train_step(next(batches), None))
-    finally:
+        seconds = run_steps(sampler, steps, lambda: train_step(next(ready), None))
+    except BaseException:  # the peers failed too: no barrier to wait for
         tf.profiler.experimental.stop()
+        raise
+    everyone()
+    tf.profiler.experimental.stop()
+    everyone()  # no worker trains again while another is still stopping
     return write(config, logdir, steps, seconds)
 
 

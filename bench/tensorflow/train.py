@@ -109,14 +109,13 @@ def train_sync(config, sampler, finish=None):
                   strategy.num_replicas_in_sync))
     result, batch = loop.timed_steps(config, sampler, lambda epoch: batches, train_step)
     local_batch = [strategy.experimental_local_results(t)[0] for t in batch]
-    # Read by every worker at once: under MWMS, reading a BatchNorm moving statistic is an
-    # all-reduce, which one worker alone (in_turn) would pair with the others' barrier.
-    weights = model.get_weights()
     everyone = barrier(strategy)
+    weights = local_weights(strategy, model)
     calibration = loop.in_turn(config, everyone,
                                lambda: calibrate(config, sampler, weights, local_batch))
     if profile.wanted(config):
-        result["profile"] = profiling.profile_steps(config, sampler, train_step, batches)
+        result["profile"] = profiling.profile_steps(config, sampler, train_step, batches,
+                                                    everyone)
     result.update(calibration=calibration, parameters=models.parameter_count(model),
                   update_in_backward=True,
                   summary=summarise(result["steps"], calibration, worker_updates=False))
@@ -132,6 +131,13 @@ def leave_together(config, everyone):
     everyone()
     if config["rank"] == 0:
         time.sleep(LEADER_GRACE_SECONDS)
+
+
+def local_weights(strategy, model):
+    """This worker's own copy of every weight, in get_weights() order, read without any
+    collective. Keras's get_weights() reads a BatchNorm statistic through an all-reduce: on
+    one worker alone (the in-turn calibration) it paired with the others' barrier."""
+    return [strategy.experimental_local_results(v)[0].numpy() for v in model.weights]
 
 
 def barrier(strategy):
