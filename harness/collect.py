@@ -83,9 +83,17 @@ def finish_manifest(path, nodes):
                                    or "null") for node in nodes}
     manifest["host_facts"] = facts
     manifest["installed"] = {name: (f or {}).get("envs") for name, f in facts.items()}
+    manifest["setup"] = setup_flags(manifest)
     manifest["ended"] = time.time()
     write_json(path / "manifest.json", manifest)
     return manifest
+
+
+def setup_flags(manifest):
+    """The setup's deviations from the paper's (shared cores, link, versions, data, steps),
+    machine-readable, for other tools; the report shows the same (analysis/testbed.py)."""
+    from analysis import testbed
+    return testbed.flags(testbed.describe(manifest))
 
 
 def check_format(path):
@@ -201,9 +209,13 @@ def _process_records(base, result_file):
         out = [dict(rec, metric=phase, value=summary[phase], unit="s/step")
                for phase in PHASES if summary.get(phase) is not None]
     for metric, unit in (("train_seconds", "s"), ("peak_rss_mb", "MB"),
-                         ("wall_step", "s/step"), ("parameters", "count")):
+                         ("wall_step", "s/step"), ("parameters", "count"),
+                         ("startup_seconds", "s"), ("execution_seconds", "s")):
         if result.get(metric) is not None:
             out.append(dict(rec, metric=metric, value=result[metric], unit=unit))
+    if result.get("step_samples"):  # the measured steps, for the analysis's bootstrap
+        out.append(dict(rec, metric="step_samples", value=len(result["step_samples"]),
+                        unit="steps", samples=result["step_samples"]))
     for metric in ("measured_steps", "warmup_steps"):
         if metric in summary:
             out.append(dict(rec, metric=metric, value=summary[metric], unit="steps"))

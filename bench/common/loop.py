@@ -15,15 +15,18 @@ def timed_steps(config, sampler, epoch_batches, train_step):
     epoch_batches(epoch) -> an iterator of batches for that epoch;
     train_step(batch, timer) runs one step; it may call timer.lap(name) for its own phases
     and must return only when the step's work is finished (the framework synchronised).
-    Returns ({steps, train_seconds, wall_step, net_bytes_sent, net_bytes_recv}, the last
-    batch); wall_step = the loop's wall time over the measured steps / their number, the step
-    time without the phase timers.
+    Returns ({steps, train_seconds, wall_step, step_samples, first_step_ended, loop_ended,
+    net_bytes_sent, net_bytes_recv}, the last batch); wall_step = the loop's wall time over the
+    measured steps / their number, the step time without the phase timers; step_samples = the
+    measured steps' times (the analysis bootstraps its interval from them); first_step_ended
+    and loop_ended are time.time() stamps: start-up ends with the first step.
     """
     net_before, started = sampler.net_counters(), time.time()
     timer = StepTimer()
     total = config["epochs"] * config["steps_per_epoch"]
     batch = None
     measured_from = time.perf_counter()
+    first_step_ended = None
     for epoch in range(config["epochs"]):
         batches = epoch_batches(epoch)
         for _ in range(config["steps_per_epoch"]):
@@ -38,6 +41,8 @@ def timed_steps(config, sampler, epoch_batches, train_step):
             step = timer.end_step(epoch=epoch, warmup=index < config["warmup_steps"])
             if loss is not None:
                 step["loss"] = float(loss)
+            if first_step_ended is None:
+                first_step_ended = time.time()
             if index % max(1, total // 10) == 0 or index == total - 1:
                 log(config, "step %d/%d %.3fs" % (index + 1, total, step["total"]))
     measured_wall = time.perf_counter() - measured_from
@@ -46,6 +51,8 @@ def timed_steps(config, sampler, epoch_batches, train_step):
     net_after = sampler.net_counters()
     return {"steps": timer.steps, "train_seconds": train_seconds,
             "wall_step": measured_wall / (total - config["warmup_steps"]),
+            "step_samples": [s["total"] for s in timer.steps if not s["warmup"]],
+            "first_step_ended": first_step_ended, "loop_ended": time.time(),
             "net_bytes_sent": net_after[0] - net_before[0],
             "net_bytes_recv": net_after[1] - net_before[1]}, batch
 

@@ -33,9 +33,11 @@ def run(config, train, versions):
     sampler = Sampler(out_dir, config["sample_interval"], config.get("interface"), total).start()
     result = {"config": config, "versions": versions, "host": socket.gethostname(),
               "python": platform.python_version(), "pid": os.getpid(),
-              "started": time.time(), "status": "running"}
+              "started": time.time(), "status": "running",
+              "process_started": sampler.process.create_time()}
     try:
         result.update(train(config, sampler))
+        result.update(lifetime(result))
         result["status"] = "succeeded"
     except BaseException as exc:  # also KeyboardInterrupt / SystemExit: record, then re-raise
         result["status"] = "failed"
@@ -48,6 +50,19 @@ def run(config, train, versions):
         result["peak_rss_mb"] = sampler.peak_rss_mb
         write_json(os.path.join(out_dir, "result.json"), result)
     return result
+
+
+def lifetime(result):
+    """Start-up (process start to the end of the first step: imports, rendezvous, graph
+    tracing, the first batch) and the measured execution (process start to the loop's end)."""
+    started, first, ended = (result.get(k) for k in ("process_started", "first_step_ended",
+                                                     "loop_ended"))
+    out = {}
+    if started and first:
+        out["startup_seconds"] = first - started
+    if started and ended:
+        out["execution_seconds"] = ended - started
+    return out
 
 
 def log(config, message):

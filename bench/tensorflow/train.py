@@ -216,6 +216,13 @@ def async_steps(config, records):
     return steps
 
 
+def closure_intervals(config, measured):
+    """The chief's steady rate as samples: the gaps between successive measured closures'
+    ends, times the workers (a step is one closure per worker), so their mean is wall_step."""
+    ends = sorted(s["start"] + s["total"] for s in measured)
+    return [(b - a) * config["world_size"] for a, b in zip(ends, ends[1:])]
+
+
 def train_async(config, sampler):
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     ps_strategy = getattr(tf.distribute, "ParameterServerStrategy", None) or \
@@ -243,11 +250,17 @@ def train_async(config, sampler):
     ends = sorted(float(r["end"]) for r in records)
     summaries = {w: summarise(s, calibration, worker_updates=False) for w, s in steps.items()}
     wall = ends[-1] - min(s["start"] for s in measured)
+    first = min(records, key=lambda r: float(r["start"]))
     profiled = profile_async(config, sampler, coordinator, fn, iterator,
                              wall / len(measured)) if profile.wanted(config) else None
     return {"profile": profiled, "steps": [s for w in sorted(steps) for s in steps[w]],
             "train_seconds": train_seconds,
             "wall_step": wall * config["world_size"] / len(measured),
+            "step_samples": closure_intervals(config, measured),
+            # on the chief's clock: the first closure, timed on its worker, as if it began
+            # when scheduling began (the workers' clocks may differ from the chief's)
+            "first_step_ended": started + float(first["end"] - first["start"]),
+            "loop_ended": started + train_seconds,
             "per_worker": {str(w): dict(summary, node=config["worker_nodes"][w]
                                         if w >= 0 else None)
                            for w, summary in summaries.items()},
