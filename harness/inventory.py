@@ -5,6 +5,7 @@ The harness reads the same file Ansible reads: hosts under `all.children.nodes.h
 beside the file, with host variables winning, as in Ansible.
 """
 import ipaddress
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from .paths import INVENTORIES
 CONNECTIONS = ("local", "ssh")
 HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+CPU_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
+PAPER_VCPUS = 4
 GENERATED = {"vagrant": "invoke provision --inventory vagrant", "netns": "invoke cluster.up"}
 
 
@@ -35,6 +38,7 @@ class Host:
     user: str = ""
     key: str = ""
     known_hosts: str = ""
+    cpus: str = ""  # CPU affinity of every role on the node ("0-3", "4,5"); "" = none
     vars: dict = field(default_factory=dict, repr=False)
 
     def public(self):
@@ -42,7 +46,7 @@ class Host:
         return {
             "name": self.name, "address": self.address, "connection": self.connection,
             "cluster_interface": self.cluster_interface, "vcpus": self.vcpus,
-            "workdir": self.workdir, "base_port": self.base_port,
+            "workdir": self.workdir, "base_port": self.base_port, "cpus": self.cpus,
         }
 
 
@@ -102,9 +106,34 @@ def load(name_or_path):
     if not raw_hosts:
         raise UserError("inventory %s: no hosts under all.children.nodes.hosts or all.hosts" % path,
                         "list the benchmark nodes under all.children.nodes.hosts")
+    raw_hosts = size_local(raw_hosts, sorted(os.sched_getaffinity(0)))
     hosts = [_host(path, name, values) for name, values in raw_hosts]
     _check_cluster(path, hosts)
     return Inventory(name=path.stem, path=path, hosts=hosts)
+
+
+def size_local(raw_hosts, cpus):
+    """`vcpus: auto` and `cpus: auto` on the nodes run on this machine (connection local):
+    each gets the machine's CPUs shared out, up to the paper's 4, and, where there are
+    enough CPUs for every node, CPUs of its own (affinity); too few: no affinity, and the
+    report says the nodes share cores. A 16-core workstation gets 3 x 4 dedicated CPUs."""
+    local = [name for name, v in raw_hosts if v.get("ansible_connection", "ssh") == "local"]
+    each = max(1, min(PAPER_VCPUS, len(cpus) // max(1, len(local))))
+    out = []
+    for name, v in raw_hosts:
+        v = dict(v)
+        if name in local and v.get("vcpus") == "auto":
+            v["vcpus"] = each
+        if name in local and v.get("cpus") == "auto":
+            v["cpus"] = _own_cpus(local.index(name), v["vcpus"], cpus, len(local))
+        out.append((name, v))
+    return out
+
+
+def _own_cpus(index, vcpus, cpus, nodes):
+    if not isinstance(vcpus, int) or nodes * vcpus > len(cpus):
+        return ""
+    return ",".join(str(c) for c in cpus[index * vcpus:(index + 1) * vcpus])
 
 
 def _read_yaml(path, what):
@@ -166,7 +195,12 @@ def _host(path, name, v):
     if not INTERFACE.match(str(v["cluster_interface"])):
         fail("cluster_interface", "is %r, not an interface name" % v["cluster_interface"],
              "give one interface name, e.g. eth1 or lo (see `ip -br addr` on the node)")
-    vcpus = _positive_int(v["vcpus"], lambda p: fail("vcpus", p, "give a whole number >= 1"))
+    vcpus = _positive_int(v["vcpus"], lambda p: fail("vcpus", p, "give a whole number >= 1 "
+                                                                 "(`auto` on local nodes)"))
+    cpus = str(v.get("cpus") or "")
+    if cpus and not CPU_LIST.match(cpus):
+        fail("cpus", "is %r, not a CPU list" % cpus, "give a list like 0-3 or 4,5,6,7 "
+             "(`auto` on local nodes), or leave it out")
     port = _positive_int(v["base_port"], lambda p: fail("base_port", p, "give a port 1024-65000"))
     if not 1024 <= port <= 65000:
         fail("base_port", "is %d, outside 1024-65000" % port, "give a port 1024-65000")
@@ -182,7 +216,7 @@ def _host(path, name, v):
         ssh_host=str(v.get("ansible_host") or v["address"]),
         ssh_port=int(v.get("ansible_port") or 22), user=str(v.get("ansible_user") or ""),
         key=str(v.get("ansible_ssh_private_key_file") or ""),
-        known_hosts=str(v.get("known_hosts") or ""), vars=v)
+        known_hosts=str(v.get("known_hosts") or ""), cpus=cpus, vars=v)
 
 
 def _check_address(value, fail):

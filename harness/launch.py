@@ -80,7 +80,8 @@ def prepare(cell, run_id, nodes, stack, shards, resolve=None):
         config = dict(cell.settings, **TRAINING)
         config.update(
             run_id=run_id, cell_id=cell.id, node=node.name, role=role, rank=rank,
-            world_size=cell.nodes, threads=host.vcpus, interface=host.cluster_interface,
+            world_size=cell.nodes, threads=host.vcpus, cpus=host.cpus,
+            interface=host.cluster_interface,
             input_size=cell.input_size, address=host.address,
             out_dir=out_dir, classes=shards["classes"], label_bytes=shards["label_bytes"],
             shard="%s/%s" % (data_dirs[rank], shard_name(rank, cell.nodes)),

@@ -129,3 +129,32 @@ def test_the_example_cluster_inventory_is_valid_as_shipped():
     assert [h.address for h in inv.hosts] == ["10.0.0.11", "10.0.0.12", "10.0.0.13"]
     assert all(h.known_hosts and h.vcpus == 4 for h in inv.hosts)
     assert inv.warnings() == []
+
+
+def local_hosts(n=3):
+    return [("node%d" % i, {"ansible_connection": "local", "vcpus": "auto", "cpus": "auto"})
+            for i in range(1, n + 1)]
+
+
+@pytest.mark.parametrize("cpus, vcpus, pinned", [
+    (16, 4, ["0,1,2,3", "4,5,6,7", "8,9,10,11"]),   # the paper's 3 x 4, CPUs of their own
+    (8, 2, ["0,1", "2,3", "4,5"]),                  # fewer than 4 each, still their own
+    (2, 1, ["", "", ""]),                           # this machine: 3 nodes share 2 CPUs
+])
+def test_local_nodes_are_sized_from_the_machine(cpus, vcpus, pinned):
+    sized = dict(inventory.size_local(local_hosts(), list(range(cpus))))
+    assert [v["vcpus"] for v in sized.values()] == [vcpus] * 3
+    assert [v["cpus"] for v in sized.values()] == pinned
+
+
+def test_auto_sizing_leaves_ssh_hosts_and_explicit_values_alone(tmp_path):
+    hosts = local_hosts(2) + [("far", {"ansible_connection": "ssh", "vcpus": 4})]
+    hosts[0][1]["vcpus"] = 3
+    sized = dict(inventory.size_local(hosts, list(range(16))))
+    assert sized["node1"]["vcpus"] == 3 and sized["node1"]["cpus"] == "0,1,2"
+    assert sized["node2"]["vcpus"] == 4 and sized["far"] == {"ansible_connection": "ssh",
+                                                               "vcpus": 4}
+    assert "`cpus` is 'x-'" in error_for(tmp_path, host("a", 30000) + "          cpus: x-\n")
+    (tmp_path / "b").mkdir()
+    ssh = host("a", 30000, vcpus="auto") + "          ansible_user: u\n"
+    assert "`vcpus` is 'auto'" in error_for(tmp_path / "b", ssh, connection="ssh")

@@ -169,3 +169,23 @@ def test_hostile_paths_cannot_inject_commands(tmp_path, system):
         # the script did run: it reached the python line (absent here) and wrote its rc
         assert (open(os.path.join(proc.out_dir, "rc")).read().strip()) == "127"
     assert [p for p in tmp_path.rglob("INJECTED*")] == []
+
+
+def test_a_node_with_cpus_of_its_own_runs_every_role_there(tmp_path):
+    """The rendered script pins itself (and so the trainer it starts) to the node's CPUs:
+    run its lines up to the trainer, then read the shell's allowed CPUs."""
+    inv = inventory.load("local")
+    for host in inv.hosts:
+        host.cpus = "0"
+    procs = launch.prepare(smoke_cell("pytorch-sync"), "run1", nodes.connect_all(inv),
+                           stacks.load("current"), SHARDS)
+    script = procs[1].script
+    assert "taskset -pc 0 $$" in script
+    lines = [l for l in script.splitlines() if l.startswith(("export ", "taskset "))]
+    out = subprocess.run(["bash", "-c", "\n".join(lines + [
+        "grep Cpus_allowed_list /proc/self/status"])], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Cpus_allowed_list:", "0"]
+    # the shipped local inventory pins only where each of the 3 nodes can have a CPU
+    shipped = render_local(smoke_cell("pytorch-sync"))[1].script
+    assert ("taskset" in shipped) == (len(os.sched_getaffinity(0)) >= 3)
