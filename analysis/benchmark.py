@@ -1,9 +1,11 @@
 """`invoke analysis-bench`: how long the analysis of a paper-sized run takes (goal < 30 s).
 
 The fixture: 30 cells (6 benchmarks x 5 system-modes) x `repeats` x 3 nodes, each process
-with a 1 Hz memory log of `hours` hours; analysed by the same code as `invoke analyze`."""
+with 3,950 measured steps and a 1 Hz memory log of `hours` hours; analysed by the same code as `invoke analyze`."""
 import tempfile
 import time
+
+import numpy as np
 
 from . import report, synthetic
 from .claims import PAPER_BENCHMARKS
@@ -13,7 +15,10 @@ GOAL_SECONDS = 30.0
 
 
 def paper_sized(path, repeats, hours):
-    cells = [synthetic.cell(b, s, 1000.0 + 10 * r + i, repeat=r)
+    """Every process with the paper's 3,950 measured steps (the bootstrap's input)."""
+    rng = np.random.default_rng(0)
+    cells = [synthetic.cell(b, s, 1000.0 + 10 * r + i, repeat=r,
+                            samples=(1000.0 / 3960) * rng.uniform(0.9, 1.1, 3950))
              for r in range(repeats) for i, b in enumerate(PAPER_BENCHMARKS)
              for s in SYSTEM_ORDER]
     return synthetic.write_run(path, cells, memory_rows=int(hours * 3600))

@@ -1,102 +1,205 @@
-"""The paper's claims (analysis/reference/paper.yml) beside the measured values, with a verdict
-each: agrees, disagrees, or not measured."""
+"""The paper's claims (analysis/reference/paper.yml) beside the measured values, each with a
+95% interval and a verdict:
+
+  reproduced      the interval lies inside the paper's value +- tolerance
+  not reproduced  the interval lies entirely outside it
+  inconclusive    the interval straddles a boundary (or the values are below the floor)
+  partial (k of n)  a claim averaged over n benchmarks was measured on only k of them
+  not comparable  the setup cannot support the claim (nodes sharing cores); value still shown
+  not measured    no measurement
+
+Every row names the deviations of the setup from the paper's that bear on it (testbed.py).
+"""
 from pathlib import Path
 
+import numpy as np
 import yaml
+
+from . import stats
 
 REFERENCE = Path(__file__).resolve().parent / "reference" / "paper.yml"
 PAPER_BENCHMARKS = ["lenet5-cifar10", "alexnet-cifar10", "resnet18-cifar10",
                     "resnet18-cifar100", "resnet50-cifar10", "resnet50-cifar100"]
+# which deviations of the setup bear on which kind of claim; any claim that compares
+# frameworks' times is "not comparable" on nodes that share cores
+BEARING = {
+    "execution": ["shared_cores", "threads", "nodes", "memory", "versions", "python", "link",
+                  "data", "steps", "epochs"],
+    "communication": ["shared_cores", "threads", "nodes", "versions", "link", "steps"],
+    "operators": ["shared_cores", "threads", "versions", "python"],
+}
+NOT_COMPARABLE = "shared_cores"
 
 
 def load_reference(path=REFERENCE):
     return yaml.safe_load(Path(path).read_text())
 
 
-def evaluate(groups, reference=None):
-    """One row per claim: id, text, section, paper, measured, tolerance, verdict, basis."""
+def evaluate(groups, reference=None, testbed=None, steady_steps=3959):
+    """One row per claim: id, text, section, paper, measured, low, high, tolerance, verdict,
+    basis, deviations."""
     reference = reference or load_reference()
-    tolerance = reference.get("default_tolerance", 0.25)
-    execution = _values(groups, "execution_seconds")
-    communication = _values(groups, "communication_total")
-    rows = [ratio_claim(c, execution, PAPER_BENCHMARKS, tolerance)
+    context = {"tolerance": reference.get("default_tolerance", 0.25),
+               "deviations": (testbed or {}).get("deviations", []),
+               "floors": reference.get("floors", {})}
+    execution = estimates(groups, "execution_seconds", "execution_boot")
+    communication = estimates(groups, "communication_total", "communication_boot",
+                              per_step=steady_steps)
+    rows = [ratio_claim(c, execution, PAPER_BENCHMARKS, context, "execution")
             for c in reference.get("headline", [])]
     for claim in reference.get("sections", []):
-        rows.append(_section_claim(claim, execution, tolerance))
+        rows.append(_section_claim(claim, execution, context))
     table_v = reference.get("table_v", {})
     for claim in table_v.get("claims", []):
-        rows.append(_table_v_claim(claim, communication, table_v["benchmarks"], tolerance))
+        rows.append(_table_v_claim(claim, communication, table_v["benchmarks"], context))
     return rows
 
 
-def _values(groups, column):
-    """(benchmark, system) -> value, for groups with at least one succeeded repeat."""
+def estimates(groups, column, boot_column, per_step=None):
+    """(benchmark, system) -> {value, boot, per_step} for groups with a succeeded repeat.
+    per_step: the steps the value spans, for the floor check (None: a per-step value)."""
     ok = groups[groups.succeeded > 0]
-    return {(r.benchmark, r.system): getattr(r, column) for r in ok.itertuples()}
+    out = {}
+    for r in ok.to_dict("records"):
+        value = r[column]
+        if value is None or value != value:
+            continue
+        boot = r.get(boot_column)
+        out[(r["benchmark"], r["system"])] = {
+            "value": value, "boot": boot if boot is not None else stats.constant(value),
+            "per_step": value / per_step if per_step else value}
+    return out
 
 
-def ratio_claim(claim, values, benchmarks, default_tol):
-    tol = claim.get("tolerance", default_tol)
-    ratios = {b: values[(b, claim["numerator"])] / values[(b, claim["denominator"])]
-              for b in benchmarks
-              if (b, claim["numerator"]) in values and (b, claim["denominator"]) in values}
-    row = _row(claim, claim["value"], tol)
-    if not ratios:
+def point(value):
+    """A plain number as an estimate without spread (operator profiles without repeats)."""
+    return {"value": value, "boot": stats.constant(value), "per_step": value}
+
+
+def ratio_claim(claim, values, benchmarks, context, kind):
+    tol = claim.get("tolerance", context["tolerance"])
+    row = _row(claim, claim["value"], tol, context, kind)
+    num, den = claim["numerator"], claim["denominator"]
+    measured = [b for b in benchmarks if (b, num) in values and (b, den) in values]
+    if not measured:
         return dict(row, verdict="not measured", basis="no benchmark with both system-modes")
+    floor = context["floors"].get(_floor_key(kind))
+    usable = [b for b in measured if not floor or min(values[(b, num)]["per_step"],
+                                                      values[(b, den)]["per_step"]) >= floor]
+    below = [b for b in measured if b not in usable]
+    if not usable:
+        return dict(row, verdict="inconclusive", basis="below the floor of %g s per step: %s"
+                    % (floor, ", ".join(b for b in below)))
+    ratios = {b: (values[(b, num)]["value"] / values[(b, den)]["value"],
+                  values[(b, num)]["boot"] / values[(b, den)]["boot"]) for b in usable}
     how = claim.get("aggregate", "mean")
-    measured = max(ratios.values()) if how == "max" else sum(ratios.values()) / len(ratios)
-    agrees = abs(measured / claim["value"] - 1) <= tol
-    basis = "%s of %s/%s over %d of %d benchmark(s): %s" % (
-        how, claim["numerator"], claim["denominator"], len(ratios), len(benchmarks),
-        ", ".join("%s %.2f" % (b, r) for b, r in ratios.items()))
-    return dict(row, measured=measured, verdict="agrees" if agrees else "disagrees",
-                basis=basis)
+    pick = np.max if how == "max" else np.mean
+    value = float(pick([r[0] for r in ratios.values()]))
+    low, high = stats.interval(pick(np.vstack([r[1] for r in ratios.values()]), axis=0))
+    basis = "%s of %s/%s over %d of %d benchmark(s): %s%s" % (
+        how, num, den, len(usable), len(benchmarks),
+        ", ".join("%s %.2f" % (b, r[0]) for b, r in ratios.items()),
+        "; below the floor: " + ", ".join(below) if below else "")
+    found = dict(row, measured=value, low=low, high=high, basis=basis)
+    return _judge(found, band_verdict(low, high, claim["value"], tol),
+                  len(usable), len(benchmarks))
 
 
-def _section_claim(claim, values, default_tol):
+def band_verdict(low, high, paper, tolerance):
+    """reproduced / not reproduced / inconclusive: the interval against paper x (1 +- tol)."""
+    if low != low or high != high:
+        return "not measured"
+    lo, hi = paper * (1 - tolerance), paper * (1 + tolerance)
+    if lo <= low and high <= hi:
+        return "reproduced"
+    if high < lo or low > hi:
+        return "not reproduced"
+    return "inconclusive"
+
+
+def _judge(row, verdict, measured, of):
+    """The interval's verdict, unless the setup cannot support the claim or only some of its
+    benchmarks were measured; the interval's own verdict then stays in the basis."""
+    if any(d["key"] == NOT_COMPARABLE for d in row["deviation_list"]):
+        return dict(row, verdict="not comparable",
+                    basis="%s; the interval alone: %s" % (row["basis"], verdict))
+    if measured < of:
+        return dict(row, verdict="partial (%d of %d)" % (measured, of),
+                    basis="%s; on those: %s" % (row["basis"], verdict))
+    return dict(row, verdict=verdict)
+
+
+def _floor_key(kind):
+    return {"communication": "communication_s_per_step",
+            "operators": "operator_s_per_step"}.get(kind)
+
+
+def _section_claim(claim, values, context):
     if "value" in claim:
-        return ratio_claim(claim, values, claim["benchmarks"], default_tol)
+        return ratio_claim(claim, values, claim["benchmarks"], context, "execution")
     benchmark = claim["benchmarks"][0]
     here = {s: v for (b, s), v in values.items() if b == benchmark}
-    row = _row(claim, None, None)
+    row = _row(claim, None, None, context, "execution")
     if "fastest" in claim:
-        return _order(row, here, claim["fastest"], lambda s, v: v == min(here.values()),
-                      "fastest")
-    slow = claim["slower_than_all_others"]
-    others = [v for s, v in here.items() if s not in slow]
-    return _order(dict(row, paper="slowest: " + ", ".join(slow)), here, slow,
-                  lambda s, v: others and all(v > o for o in others), "slower than the others",
-                  need_all=True)
+        return _order(row, here, [claim["fastest"]], "fastest")
+    return _order(dict(row, paper="slowest: " + ", ".join(claim["slower_than_all_others"])),
+                  here, claim["slower_than_all_others"], "slower than the others")
 
 
-def _table_v_claim(claim, values, benchmarks, default_tol):
-    means = {}
+def _table_v_claim(claim, values, benchmarks, context):
+    pooled = {}
     for system in {s for (b, s) in values}:
         found = [values[(b, system)] for b in benchmarks if (b, system) in values]
         if found:
-            means[system] = sum(found) / len(found)
+            pooled[("table-v", system)] = {
+                "value": float(np.mean([f["value"] for f in found])),
+                "boot": np.mean([f["boot"] for f in found], axis=0),
+                "per_step": min(f["per_step"] for f in found), "count": len(found)}
     if "value" in claim:
-        pooled = {("table-v", s): v for s, v in means.items()}
-        return ratio_claim(claim, pooled, ["table-v"], default_tol)
-    here = {s: v for s, v in means.items() if s in claim["among"]}
-    return _order(_row(claim, None, None), here, claim["least"],
-                  lambda s, v: v == min(here.values()), "least communication")
+        row = ratio_claim(claim, pooled, ["table-v"], context, "communication")
+        counts = [pooled[("table-v", claim[k])]["count"] for k in ("numerator", "denominator")
+                  if ("table-v", claim[k]) in pooled]
+        if counts and min(counts) < len(benchmarks) and row["verdict"] not in (
+                "not measured", "not comparable", "inconclusive"):
+            row = dict(row, verdict="partial (%d of %d)" % (min(counts), len(benchmarks)))
+        return row
+    here = {s: v for (b, s), v in pooled.items() if s in claim["among"]}
+    return _order(_row(claim, None, None, context, "communication"), here, [claim["least"]],
+                  "least communication")
 
 
-def _order(row, values, systems, holds, what, need_all=False):
-    systems = [systems] if isinstance(systems, str) else systems
+def _order(row, values, systems, what):
+    """`systems` are claimed to be the smallest ('fastest', 'least') or, for 'slower than the
+    others', the largest. Each pair (claimed, other) is judged by the interval of their
+    ratio: every pair separated the claimed way -> reproduced; any pair separated the other
+    way -> not reproduced; else inconclusive."""
     if row.get("paper") is None:
         row["paper"] = "%s: %s" % (what, ", ".join(systems))
-    if not values or any(s not in values for s in systems) or len(values) < 2:
+    others = [s for s in values if s not in systems]
+    if not others or any(s not in values for s in systems):
         return dict(row, verdict="not measured",
                     basis="measured: %s" % (", ".join(sorted(values)) or "nothing"))
-    ok = [holds(s, values[s]) for s in systems]
-    agrees = all(ok) if need_all else any(ok)
-    ranking = ", ".join("%s %.3g" % (s, v) for s, v in sorted(values.items(), key=lambda i: i[1]))
-    return dict(row, measured=ranking, verdict="agrees" if agrees else "disagrees",
-                basis="fastest first: " + ranking)
+    largest = what == "slower than the others"
+    separated, against = [], []
+    for claimed in systems:
+        for other in others:
+            low, high = stats.interval(values[other]["boot"] / values[claimed]["boot"])
+            if largest:
+                low, high = 1 / high, 1 / low
+            separated.append(low > 1)
+            against.append(high < 1)
+    verdict = "not reproduced" if any(against) else (
+        "reproduced" if all(separated) else "inconclusive")
+    ranking = ", ".join("%s %.3g" % (s, v["value"]) for s, v in
+                        sorted(values.items(), key=lambda i: i[1]["value"]))
+    found = dict(row, measured=ranking, basis="smallest first: %s; pairs separated by their "
+                 "95%% intervals: %d of %d" % (ranking, sum(separated), len(separated)))
+    return _judge(found, verdict, 1, 1)
 
 
-def _row(claim, paper, tolerance):
+def _row(claim, paper, tolerance, context, kind):
+    bearing = [d for d in context["deviations"] if d["key"] in BEARING[kind]]
     return {"id": claim["id"], "text": claim["text"], "section": claim.get("section", ""),
-            "paper": paper, "measured": None, "tolerance": tolerance}
+            "paper": paper, "measured": None, "low": None, "high": None,
+            "tolerance": tolerance, "kind": kind, "deviation_list": bearing,
+            "deviations": "; ".join(d["key"] for d in bearing)}

@@ -11,7 +11,7 @@ from .tidy import PHASES  # noqa: E402
 SYSTEM_ORDER = ["tensorflow-sync", "tensorflow-async", "pytorch-sync", "mxnet-sync", "mxnet-async"]
 COLOURS = {"tensorflow-sync": "#f28e2b", "tensorflow-async": "#ffbe7d",
            "pytorch-sync": "#e15759", "mxnet-sync": "#4e79a7", "mxnet-async": "#a0cbe8"}
-PHASE_COLOURS = {"loading": "#59a14f", "forward": "#4e79a7", "backward": "#f28e2b",
+PHASE_COLOURS = {"startup": "#b07aa1", "loading": "#59a14f", "forward": "#4e79a7", "backward": "#f28e2b",
                  "communication": "#bab0ac"}
 ROLE_COLOURS = {"worker": "#4e79a7", "chief": "#e15759", "ps": "#f28e2b", "server": "#f28e2b",
                 "scheduler": "#76b7b2"}
@@ -34,10 +34,13 @@ def save(fig, out_stem):
     return paths
 
 
-def finish(fig, ax, out_stem, title, ylabel, legend=7):
+def finish(fig, ax, out_stem, title, ylabel, legend=7, outside=False):
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=legend)
+    if outside:  # beside the axes: bars of every height stay visible
+        ax.legend(fontsize=legend, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(fontsize=legend)
     fig.tight_layout()
     return save(fig, out_stem)
 
@@ -48,43 +51,49 @@ def mark_missing(ax, x, state):
 
 
 def execution_time(groups, out_stem, planned_systems=None):
-    """Fig. 3: execution time per benchmark, one bar per system-mode, log y; 95% confidence
-    intervals when a cell was repeated."""
+    """Fig. 3: paper-scale execution time per benchmark, one bar per system-mode, log y, its
+    start-up part hatched, the 95% interval as the error bar."""
     benchmarks = list(dict.fromkeys(groups.benchmark))
     systems = ordered_systems(list(groups.system) + list(planned_systems or []))
     index = groups.set_index(["benchmark", "system"])
     width = min(0.3, 0.8 / max(1, len(systems)))
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(benchmarks) + 2), 3.6))
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(benchmarks) + 2) + 1.8, 3.6))
     for i, system in enumerate(systems):
         x = np.arange(len(benchmarks)) + (i - (len(systems) - 1) / 2.0) * width
         rows = [index.loc[(b, system)] if (b, system) in index.index else None
                 for b in benchmarks]
-        heights = [r.execution_seconds if r is not None and r.succeeded else np.nan
-                   for r in rows]
-        errors = [r.ci95 if r is not None and r.succeeded else np.nan for r in rows]
-        ax.bar(x, heights, width, yerr=np.nan_to_num(errors), label=system,
-               color=COLOURS.get(system), capsize=2)
+        ok = [r is not None and r.succeeded for r in rows]
+        heights = np.array([r.execution_seconds if k else np.nan for r, k in zip(rows, ok)])
+        low = np.array([r.ci_low if k else np.nan for r, k in zip(rows, ok)])
+        high = np.array([r.ci_high if k else np.nan for r, k in zip(rows, ok)])
+        errors = np.nan_to_num(np.vstack([heights - low, high - heights]).clip(min=0))
+        ax.bar(x, heights, width, yerr=errors, label=system, color=COLOURS.get(system),
+               capsize=2)
+        ax.bar(x, [r.startup if k else np.nan for r, k in zip(rows, ok)], width, fill=False,
+               hatch="///", edgecolor="black", lw=0, label="start-up" if i == 0 else None)
         for xi, row, height in zip(x, rows, heights):
             if not np.isfinite(height):
                 mark_missing(ax, xi, "not run" if row is None else row.status)
     ax.set_yscale("log")
     ax.set_xticks(np.arange(len(benchmarks)))
     ax.set_xticklabels(benchmarks, rotation=15)
-    return finish(fig, ax, out_stem, "Execution time per benchmark (cf. paper Fig. 3)",
-                  "execution time (s, log scale)", legend=8)
+    return finish(fig, ax, out_stem, "Execution time at the paper's length (cf. paper Fig. 3)",
+                  "execution time (s, log scale)", legend=7, outside=True)
 
 
 def breakdown(groups, benchmark, out_stem, planned_systems=None):
-    """Figs. 4, 6, 8, 9: time per phase over the whole training run, stacked, per
-    system-mode (per-step means x the planned steps)."""
+    """Figs. 4, 6, 8, 9: time per phase over the paper's run, stacked, per system-mode:
+    start-up, then loading, forward, backward, communication (tidy._paper_totals); each
+    bar's total is Fig. 3's bar."""
     here = groups[groups.benchmark == benchmark].set_index("system")
     systems = ordered_systems(list(here.index) + list(planned_systems or []))
-    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(systems) + 1.5), 3.4))
+    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(systems) + 1.5) + 1.5, 3.4))
     x = np.arange(len(systems))
     bottom = np.zeros(len(systems))
-    for phase in PHASES:
+    for phase in ["startup"] + PHASES:
         values = np.array([_phase(here, s, phase) for s in systems])
-        ax.bar(x, np.nan_to_num(values), 0.6, bottom=bottom, label=phase,
+        ax.bar(x, np.nan_to_num(values), 0.6, bottom=bottom,
+               label="start-up" if phase == "startup" else phase,
                color=PHASE_COLOURS[phase])
         bottom += np.clip(np.nan_to_num(values), 0, None)
     for xi, system in zip(x, systems):
@@ -94,8 +103,8 @@ def breakdown(groups, benchmark, out_stem, planned_systems=None):
             mark_missing(ax, xi, here.loc[system].status)
     ax.set_xticks(x)
     ax.set_xticklabels(systems, rotation=20, fontsize=8)
-    return finish(fig, ax, out_stem, "Breakdown of execution time (%s)" % benchmark,
-                  "time over the run (s)")
+    return finish(fig, ax, out_stem, "Breakdown of execution time at the paper's length (%s)"
+                  % benchmark, "time over the run (s)", outside=True)
 
 
 def _phase(here, system, phase):

@@ -11,7 +11,8 @@ STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-heig
          "table{border-collapse:collapse;font-size:12px;margin:0.5em 0}"
          "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
          "th{background:#f0f0f0}img{max-width:100%}code{background:#f4f4f4}"
-         ".agrees{color:#1a7f37}.disagrees{color:#c62828}.not{color:#777}")
+         ".reproduced{color:#1a7f37}.notrep{color:#c62828}.not{color:#777}"
+         ".warn{color:#b26a00}")
 
 
 def markdown(blocks):
@@ -73,6 +74,8 @@ def _html_table(header, rows):
 
 def _td(value):
     text = str(value)
-    css = {"agrees": "agrees", "disagrees": "disagrees", "not measured": "not"}.get(text)
+    css = {"reproduced": "reproduced", "not reproduced": "notrep", "not measured": "not",
+           "not comparable": "not", "inconclusive": "warn", "WARNING": "warn"}.get(
+        text, "warn" if text.startswith("partial (") else None)
     return "<td class='%s'>%s</td>" % (css, _inline(text)) if css else \
         "<td>%s</td>" % _inline(text)

@@ -10,18 +10,23 @@ ROLES = {"sync": ["worker"], "ps": ["worker", "server"], "tf-ps": ["worker", "ps
 
 
 def cell(benchmark, system, seconds, repeat=0, status="succeeded", steps=396, epochs=10,
-         phases=None, nodes=3):
-    """One cell: its execution time, and per-step phases (default: a quarter each)."""
-    step = seconds / (steps * epochs)
+         phases=None, nodes=3, startup=0.0, samples=None):
+    """One cell: its measured execution time (process start to the loop's end), start-up,
+    per-step phases (default: a quarter each of (seconds - startup) / steps), and the measured
+    steps' times (default: 20 steps all at the mean step)."""
+    step = (seconds - startup) / (steps * epochs)
     phases = phases or {p: step / 4 for p in ("loading", "forward", "backward", "communication")}
+    step = sum(phases.values())
     return {"benchmark": benchmark, "system": system, "seconds": seconds, "repeat": repeat,
             "status": status, "steps": steps, "epochs": epochs, "phases": phases,
-            "nodes": nodes}
+            "nodes": nodes, "startup": startup,
+            "samples": [step] * 20 if samples is None else list(samples)}
 
 
-def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None):
+def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manifest=None):
     """results/<run_id>/ with manifest.json, records.jsonl and, with memory_rows, one 1 Hz
-    memory.csv per process. `planned`: extra (benchmark, system) never run (status pending)."""
+    memory.csv per process. `planned`: extra (benchmark, system) never run (status pending);
+    `manifest`: keys replacing the fixture manifest's (inventory, host_facts, ...)."""
     run = Path(path) / run_id
     run.mkdir(parents=True, exist_ok=True)
     records, manifest_cells = [], []
@@ -37,12 +42,12 @@ def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None):
             if memory_rows:
                 _write_memory(run / base["cell_id"], spec, memory_rows)
     (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "manifest.json").write_text(json.dumps({
+    (run / "manifest.json").write_text(json.dumps(dict({
         "run_id": run_id, "results_format": 1, "profile": "fixture", "command": "fixture",
         "cells": manifest_cells, "stack": {"name": "fixture"}, "git": {"commit": "fixture"},
         "inventory": {"name": "fixture", "hosts": [
             {"name": "node%d" % i, "address": "10.0.0.%d" % i, "vcpus": 4} for i in (1, 2, 3)]},
-    }))
+    }, **(manifest or {}))))
     return run
 
 
@@ -66,10 +71,14 @@ def _worker_records(spec, base):
     for rank in range(spec["nodes"]):
         rec = dict(base, node="node%d" % (rank + 1), role="worker", rank=rank,
                    status="succeeded")
-        values = dict(spec["phases"], step=step, train_seconds=spec["seconds"],
+        values = dict(spec["phases"], step=step, train_seconds=spec["seconds"] - spec["startup"],
                       peak_rss_mb=500.0 + 100 * rank, parameters=params,
-                      net_bytes_sent_per_step=params * 8.0)
+                      net_bytes_sent_per_step=params * 8.0, wall_step=step,
+                      startup_seconds=spec["startup"], execution_seconds=spec["seconds"])
         out += [dict(rec, metric=k, value=v, unit="") for k, v in values.items()]
+        samples = spec["samples"]
+        out.append(dict(rec, metric="step_samples", value=len(samples), unit="steps",
+                        samples=samples))
     return out
 
 

@@ -3,14 +3,17 @@ system-mode) over its repeats."""
 import json
 import math
 
+import numpy as np
 import pandas as pd
 
+from . import stats
+
+PAPER_STEPS = 3960  # Table IV: 10 epochs x 396 steps per worker
+TIMES = ["execution_seconds", "startup", "wall_step", "loop_seconds", "measured_seconds"]
 PHASES = ["loading", "forward", "backward", "communication"]
 CELL_KEYS = ["cell_id", "benchmark", "system", "repeat"]
+TOTALS = ["startup"] + PHASES  # the breakdown's parts over the paper's run
 CV_LIMIT = 0.05  # a group whose execution time varies more than this is flagged
-# two-sided 95% Student t quantiles by degrees of freedom (no scipy on the controller)
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-       9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
 
 
 def load_records(path):
@@ -21,10 +24,11 @@ def load_records(path):
     return pd.DataFrame(rows)
 
 
-def cell_table(records):
-    """Per cell: status and reason; execution time = slowest worker's training time;
-    per-step phase means averaged over workers; totals = per-step mean x planned steps;
-    peak RSS = the largest process."""
+def cell_table(records, paper_steps=PAPER_STEPS):
+    """Per cell: status and reason; the paper-scale execution time (start-up + steady step x
+    the paper's remaining steps, or the measurement where the run made the paper's steps) with
+    its bootstrap replicates; the measured loop and start-up beside it; per-step phase means
+    over workers and their totals at the paper's length; peak RSS = the largest process."""
     status = records[records.metric == "status"].set_index("cell_id")
     per_process = records[records.metric != "status"]
     for optional in ("link", "link_mbit"):  # absent from runs without link settings
@@ -34,22 +38,81 @@ def cell_table(records):
                     "steps_per_epoch", "nodes", "link", "link_mbit"]].copy()
     table["link"] = table.link.fillna("")
     table["total_steps"] = table.epochs * table.steps_per_epoch
-    for column in ["step"] + PHASES + ["execution_seconds", "peak_rss_mb", "parameters"]:
+    for column in ["step"] + PHASES + ["peak_rss_mb", "parameters"] + TIMES:
         table[column] = math.nan
     table["workers"] = 0
+    table["projected"] = True
+    table["execution_boot"] = None
     if not per_process.empty:
         wide = per_process.pivot_table(index="cell_id", columns="metric", values="value",
                                        aggfunc="mean")
         for column in ["step"] + PHASES + ["parameters"]:
             if column in wide:
                 table[column] = wide[column]
-        table["execution_seconds"] = _by_cell(per_process, "train_seconds", "max")
+        table["loop_seconds"] = _by_cell(per_process, "train_seconds", "max")
+        table["measured_seconds"] = _by_cell(per_process, "execution_seconds", "max")
         table["peak_rss_mb"] = _by_cell(per_process, "peak_rss_mb", "max")
         table["workers"] = per_process[per_process.metric == "step"].groupby(
             "cell_id").size().reindex(table.index).fillna(0).astype(int)
-    for phase in PHASES:
-        table[phase + "_total"] = table[phase] * table.total_steps
-    return table.reset_index()
+        for cell_id, rows in per_process.groupby("cell_id"):
+            found = projection(rows, table.total_steps.get(cell_id), paper_steps)
+            for key, value in found.items():
+                table.at[cell_id, key] = value
+    return _paper_totals(table, paper_steps).reset_index()
+
+
+def projection(rows, run_steps, paper_steps=PAPER_STEPS):
+    """One cell's paper-scale execution time from its processes' records: per process that
+    timed steps (workers; the tensorflow-async chief), start-up + wall step x (paper_steps -
+    1) (the first step is inside start-up); the cell's is its slowest process's. Replicates:
+    the wall step scaled by block-bootstrap means of the process's measured steps."""
+    best = None
+    boots = []
+    for key, proc in rows.groupby(["node", "role", "rank"], dropna=False):
+        values = dict(zip(proc.metric, proc.value))
+        if "wall_step" not in values or "startup_seconds" not in values:
+            continue
+        steady = values["wall_step"] * (paper_steps - 1)
+        point = values["startup_seconds"] + steady
+        boots.append(values["startup_seconds"] + steady * _relative(proc, key))
+        if best is None or point > best["execution_seconds"]:
+            best = {"execution_seconds": point, "startup": values["startup_seconds"],
+                    "wall_step": values["wall_step"]}
+    if best is None:
+        return {}
+    best["execution_boot"] = np.max(boots, axis=0)
+    if run_steps is not None and run_steps >= paper_steps:  # measured, not projected
+        measured = rows[rows.metric == "execution_seconds"].value.max()
+        best.update(execution_seconds=measured, projected=False,
+                    execution_boot=stats.constant(measured))
+    return best
+
+
+def _relative(proc, key):
+    """Replicates of the mean step over the measured mean (1.0 without samples)."""
+    found = proc[proc.metric == "step_samples"]
+    samples = found.samples.iloc[0] if len(found) and "samples" in found else None
+    if not isinstance(samples, (list, tuple, np.ndarray)) or not len(samples):
+        return stats.constant(1.0)
+    boot = stats.bootstrap_means(samples, stats.rng_for("/".join(map(str, key)) +
+                                                        str(proc.cell_id.iloc[0])))
+    return boot / np.mean(samples)
+
+
+def _paper_totals(table, paper_steps):
+    """Each phase over the paper's run: start-up once, loading / forward / backward at their
+    per-step means x the remaining steps, communication the rest of the execution time, so
+    the breakdown's bars add up to Fig. 3's."""
+    steady = paper_steps - 1
+    table["startup_total"] = table.startup
+    for phase in PHASES[:-1]:
+        table[phase + "_total"] = table[phase] * steady
+    table["communication_total"] = table.execution_seconds - table.startup - steady * (
+        table.loading + table.forward + table.backward)
+    table["communication_boot"] = [
+        None if b is None else b - s - steady * (lo + f + bw) for b, s, lo, f, bw in zip(
+            table.execution_boot, table.startup, table.loading, table.forward, table.backward)]
+    return table
 
 
 def _by_cell(records, metric, how):
@@ -57,18 +120,27 @@ def _by_cell(records, metric, how):
 
 
 def group_table(cells):
-    """Per (benchmark, system): repeats run and succeeded, mean execution time with its 95%
-    confidence interval and coefficient of variation, phase means; flagged when CV > 5%."""
+    """Per (benchmark, system, link, nodes): repeats run and succeeded; the mean paper-scale
+    execution time with its 95% bootstrap interval (over each cell's steps and over repeats)
+    and the coefficient of variation over repeats (flagged when CV > 5%); phase means."""
     rows = []
     for (benchmark, system, link, nodes), group in cells.groupby(
             ["benchmark", "system", "link", "nodes"], sort=False):
-        ok = group[group.status == "succeeded"]
+        ok = group[(group.status == "succeeded") & group.execution_seconds.notna()]
         row = {"benchmark": benchmark, "system": system, "link": link, "nodes": nodes,
                "link_mbit": group.link_mbit.max(), "repeats": len(group),
-               "succeeded": len(ok), "status": _group_status(group)}
-        row.update(_spread(ok.execution_seconds.dropna()))
-        for column in ["step"] + PHASES + [p + "_total" for p in PHASES] + ["peak_rss_mb",
-                                                                          "parameters"]:
+               "succeeded": int((group.status == "succeeded").sum()),
+               "status": _group_status(group),
+               "projected": bool(ok.projected.all()) if len(ok) else True}
+        row.update(_spread(ok.execution_seconds))
+        rng = stats.rng_for("%s/%s/%s/%s" % (benchmark, system, link, nodes))
+        for name in ("execution", "communication"):
+            boots = [b for b in ok[name + "_boot"] if b is not None]
+            row[name + "_boot"] = stats.over_repeats(boots, rng) if boots else None
+        row["ci_low"], row["ci_high"] = stats.interval(row["execution_boot"]) \
+            if row["execution_boot"] is not None else (math.nan, math.nan)
+        for column in ["step"] + PHASES + ["startup"] + [p + "_total" for p in TOTALS] + [
+                "loop_seconds", "measured_seconds", "wall_step", "peak_rss_mb", "parameters"]:
             row[column] = ok[column].mean() if len(ok) else math.nan
         rows.append(row)
     return pd.DataFrame(rows)
@@ -80,19 +152,14 @@ def _group_status(group):
 
 
 def _spread(values):
+    """Mean and coefficient of variation over repeats."""
+    values = values.dropna()
     n = len(values)
     mean = values.mean() if n else math.nan
     if n < 2:
-        return {"execution_seconds": mean, "ci95": math.nan, "cv": math.nan, "unstable": False}
-    sd = values.std(ddof=1)
-    cv = sd / mean if mean else math.nan
-    return {"execution_seconds": mean, "ci95": t95(n - 1) * sd / math.sqrt(n), "cv": cv,
-            "unstable": bool(cv > CV_LIMIT)}
-
-
-def t95(df):
-    known = max(k for k in T95 if k <= df)
-    return T95[known] if df <= 30 else 1.96
+        return {"execution_seconds": mean, "cv": math.nan, "unstable": False}
+    cv = values.std(ddof=1) / mean if mean else math.nan
+    return {"execution_seconds": mean, "cv": cv, "unstable": bool(cv > CV_LIMIT)}
 
 
 def reference_groups(groups):

@@ -1,0 +1,95 @@
+"""Internal consistency checks, run in every analysis and shown in the report: a check that
+fails is a warning with its figures, never a silent pass.
+
+  fig3_vs_breakdown     Fig. 3's bar (paper-scale execution) = the breakdown's parts added up
+  wall_vs_timers        the steady wall step against the phase timers' mean step
+  forward_vs_profile    profiled forward operator time against the calibrated forward
+  backward_vs_profile   profiled backward + update operator time against the calibrated one
+  operators_per_worker  a worker's compute operators per step cannot exceed its profiled step
+"""
+import math
+
+import pandas as pd
+
+from . import operators, tidy
+
+COLUMNS = ["check", "benchmark", "system", "value", "against", "ratio", "accepted", "ok"]
+# accepted ratios (value / against)
+LIMITS = {"fig3_vs_breakdown": (0.999, 1.001), "wall_vs_timers": (0.85, 1.15),
+          # profiled steps run beside the other workers, the calibration alone (in turn), and
+          # operator self times leave out dispatch between operators (methodology.md)
+          "forward_vs_profile": (0.5, 2.0), "backward_vs_profile": (0.5, 2.0),
+          "operators_per_worker": (0.0, 1.05)}
+
+
+def run_all(records, cells, groups):
+    rows = fig3_vs_breakdown(groups) + wall_vs_timers(groups)
+    ops = operators.categorised(records)
+    if not ops.empty:
+        table = operators.category_table(ops, cells)
+        rows += profile_vs_calibration(table, groups) + operators_per_worker(table, records)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def check(name, benchmark, system, value, against):
+    low, high = LIMITS[name]
+    ratio = value / against if against else math.nan
+    return {"check": name, "benchmark": benchmark, "system": system, "value": value,
+            "against": against, "ratio": ratio, "accepted": "%g - %g" % (low, high),
+            "ok": bool(low <= ratio <= high)}
+
+
+def _measured(groups):
+    return groups[(groups.succeeded > 0) & groups.execution_seconds.notna()]
+
+
+def fig3_vs_breakdown(groups):
+    out = []
+    for g in _measured(groups).itertuples():
+        parts = sum(getattr(g, p + "_total") for p in tidy.TOTALS)
+        out.append(check("fig3_vs_breakdown", g.benchmark, g.system, parts,
+                         g.execution_seconds))
+    return out
+
+
+def wall_vs_timers(groups):
+    """The loop's wall time per step against its timed steps' mean: what the timers miss
+    between steps (the loop's own bookkeeping). Not for tensorflow-async, whose wall step
+    is the chief's closure rate and whose timed steps are closures on the workers: the gap
+    there is dispatch, which its breakdown counts as communication."""
+    return [check("wall_vs_timers", g.benchmark, g.system, g.wall_step, g.step)
+            for g in _measured(groups).itertuples()
+            if g.step == g.step and g.wall_step == g.wall_step
+            and g.system != "tensorflow-async"]
+
+
+def profile_vs_calibration(table, groups):
+    out = []
+    calibrated = groups.set_index(["benchmark", "system"])
+    for (benchmark, system), rows in table.groupby(["benchmark", "system"]):
+        if (benchmark, system) not in calibrated.index:
+            continue
+        here = calibrated.loc[(benchmark, system)]
+        here = here.iloc[0] if isinstance(here, pd.DataFrame) else here
+        compute = rows[~rows.category.isin(operators.NOT_COMPUTE)]
+        backward = compute.category.str.endswith("_backward") | (
+            compute.category == "weights_update")
+        for name, value, against in (
+                ("forward_vs_profile", compute[~backward].seconds.sum(), here.forward),
+                ("backward_vs_profile", compute[backward].seconds.sum(), here.backward)):
+            if against == against and against > 0:
+                out.append(check(name, benchmark, system, value, against))
+    return out
+
+
+def operators_per_worker(table, records):
+    steps = records[(records.metric == "profiled_step") &
+                    records.role.isin(["worker", "chief"])]
+    profiled = steps.groupby(["benchmark", "system"]).value.mean()
+    out = []
+    compute = table[~table.category.isin(operators.NOT_COMPUTE)]
+    for (benchmark, system), rows in compute.groupby(["benchmark", "system"]):
+        if (benchmark, system) in profiled.index:
+            out.append(check("operators_per_worker", benchmark, system, rows.seconds.sum(),
+                             profiled[(benchmark, system)]))
+    return out

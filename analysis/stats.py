@@ -1,0 +1,69 @@
+"""Intervals for the verdicts: a moving-block bootstrap over each cell's measured steps, and
+over repeats where there are any (docs/methodology.md, "Intervals and verdicts").
+
+Every estimate is carried as an array of REPLICATES bootstrap values, seeded from the cell id,
+so a ratio of two estimates, or a mean over benchmarks, is computed replicate by replicate and
+its interval read from the result's percentiles: the same report every time it is built.
+"""
+import math
+import zlib
+
+import numpy as np
+
+REPLICATES = 1000
+LEVEL = 0.95
+
+
+def rng_for(key):
+    """A generator seeded from a stable key (a cell id): reproducible intervals."""
+    return np.random.default_rng(zlib.crc32(str(key).encode()))
+
+
+def block_length(n):
+    """Blocks of about n^(1/3) steps keep the correlation between neighbouring steps (a slow
+    step is often followed by a slow one on a shared machine) inside the resampled blocks."""
+    return max(1, int(round(n ** (1.0 / 3))))
+
+
+def bootstrap_means(samples, rng, replicates=REPLICATES):
+    """REPLICATES means of moving-block resamples of `samples` (same length as samples)."""
+    x = np.asarray(samples, dtype=float)
+    x = x[np.isfinite(x)]
+    n = len(x)
+    if n == 0:
+        return np.full(replicates, np.nan)
+    if n == 1:
+        return np.full(replicates, x[0])
+    length = block_length(n)
+    blocks = int(math.ceil(n / float(length)))
+    starts = rng.integers(0, n - length + 1, size=(replicates, blocks))
+    index = (starts[:, :, None] + np.arange(length)).reshape(replicates, -1)[:, :n]
+    return x[index].mean(axis=1)
+
+
+def over_repeats(replicate_rows, rng):
+    """Combine the replicates of k repeats of one measurement: each replicate draws k repeats
+    with replacement (when k > 1) and averages their replicate values."""
+    rows = np.asarray(replicate_rows, dtype=float)
+    if rows.ndim == 1:
+        rows = rows[None, :]
+    k, replicates = rows.shape
+    if k == 1:
+        return rows[0]
+    pick = rng.integers(0, k, size=(replicates, k))
+    return rows[pick, np.arange(replicates)[:, None]].mean(axis=1)
+
+
+def interval(replicates):
+    """(low, high): the percentile interval at LEVEL; (nan, nan) without finite replicates."""
+    x = np.asarray(replicates, dtype=float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return (math.nan, math.nan)
+    tail = 100 * (1 - LEVEL) / 2
+    low, high = np.percentile(x, [tail, 100 - tail])
+    return (float(low), float(high))
+
+
+def constant(value, replicates=REPLICATES):
+    return np.full(replicates, float(value) if value is not None else np.nan)

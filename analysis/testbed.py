@@ -1,0 +1,192 @@
+"""The testbed: the run's setup beside the paper's. Nodes, the cores under them against the
+threads given, whether nodes share cores, memory, the link, versions, data and steps, built
+from the manifest alone (inventory, host facts, cells). `invoke collect` writes the same flags
+into manifest.json (key `setup`) for other tools; the report names, beside every verdict, the
+deviations that bear on it. No pandas or matplotlib: the controller's collect imports it.
+"""
+from pathlib import Path
+
+import yaml
+
+REFERENCE = Path(__file__).resolve().parent / "reference" / "paper.yml"
+PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "torch": ("torch",),
+            "mxnet": ("mxnet",)}
+
+
+def paper_setup(path=REFERENCE):
+    return yaml.safe_load(Path(path).read_text())["setup"]
+
+
+def describe(manifest, paper=None):
+    """{machines, nodes, shares_cores, link, versions, python, data, steps, deviations}."""
+    paper = paper or paper_setup()
+    nodes = _nodes(manifest)
+    machines = _machines(nodes)
+    setup = {"machines": machines, "nodes": nodes,
+             "shares_cores": _any_flag(m["shared"] for m in machines),
+             "link": _link(manifest), "versions": _versions(manifest, paper),
+             "python": sorted(_pythons(manifest)), "data": _data(manifest),
+             "steps": _steps(manifest, paper)}
+    setup["deviations"] = deviations(setup, paper)
+    return setup
+
+
+def _nodes(manifest):
+    facts = manifest.get("host_facts") or {}
+    out = []
+    for host in manifest.get("inventory", {}).get("hosts", []):
+        fact = facts.get(host["name"]) or {}
+        out.append({"name": host["name"], "threads": host.get("vcpus"),
+                    "cpus": host.get("cpus") or "", "machine": _machine_key(host, fact),
+                    "logical_cpus": fact.get("cpu_count"),
+                    "physical_cores": fact.get("physical_cores"),
+                    "memory_mb": fact.get("memory_mb")})
+    return out
+
+
+def _machine_key(host, fact):
+    """Which physical machine a node is on: its machine id where the facts have one; nodes
+    reached without SSH (`local`) are on the controller's; else each address is its own."""
+    if fact.get("machine_id"):
+        return fact["machine_id"]
+    return "controller" if host.get("connection") == "local" else host.get("address")
+
+
+def _machines(nodes):
+    by_key = {}
+    for node in nodes:
+        by_key.setdefault(node["machine"], []).append(node)
+    out = []
+    for key, members in by_key.items():
+        cpus = members[0]["logical_cpus"]
+        threads = sum(n["threads"] or 0 for n in members)
+        shared = None if not cpus else threads > cpus
+        out.append({"machine": key, "nodes": [n["name"] for n in members],
+                    "logical_cpus": cpus, "physical_cores": members[0]["physical_cores"],
+                    "threads": threads, "memory_mb": members[0]["memory_mb"],
+                    "pinned": all(n["cpus"] for n in members), "shared": shared})
+    return out
+
+
+def _any_flag(flags):
+    """True if any is True, False if all are False, None (unknown) otherwise."""
+    flags = list(flags)
+    if any(f is True for f in flags):
+        return True
+    return False if flags and all(f is False for f in flags) else None
+
+
+def _link(manifest):
+    hosts = manifest.get("inventory", {}).get("hosts", [])
+    facts = manifest.get("host_facts") or {}
+    rates = sorted({c.get("link_mbit") for c in manifest.get("cells", [])
+                    if c.get("link_mbit")} | ({(manifest.get("network") or {}).get(
+                        "rate_mbit")} - {None}))
+    if hosts and all(h.get("cluster_interface") == "lo" for h in hosts):
+        return {"kind": "loopback", "text": "loopback (`lo`): every node on one machine, "
+                                            "no traffic leaves it"}
+    if rates:
+        return {"kind": "shaped", "mbit": rates,
+                "text": "emulated links shaped to %s Mbit/s (tc tbf)"
+                        % ", ".join("%g" % r for r in rates)}
+    speeds = sorted({(facts.get(h["name"]) or {}).get("link_speed_mbit") for h in hosts}
+                    - {None})
+    names = sorted({str(h.get("cluster_interface") or "?") for h in hosts})
+    return {"kind": "interface", "mbit": speeds,
+            "text": "interface %s, %s" % (", ".join(names), "%s Mbit/s" % ", ".join(
+                "%g" % s for s in speeds) if speeds else "speed not reported")}
+
+
+def _installed(manifest):
+    """(framework env, python, {package: version}) for every node's env."""
+    for node, envs in sorted((manifest.get("installed") or {}).items()):
+        for framework, env in sorted((envs or {}).items()):
+            packages = {k.replace("_", "-").lower(): v
+                        for k, v in (env or {}).get("packages", {}).items()}
+            yield framework, (env or {}).get("python"), packages
+
+
+def _versions(manifest, paper):
+    found = {name: set() for name in paper["versions"]}
+    for _, _, packages in _installed(manifest):
+        for name, aliases in PACKAGES.items():
+            found[name].update(packages[a] for a in aliases if a in packages)
+    return {name: {"paper": str(paper["versions"][name]), "run": sorted(found[name])}
+            for name in paper["versions"]}
+
+
+def _pythons(manifest):
+    return {python for _, python, _ in _installed(manifest) if python}
+
+
+def _data(manifest):
+    return sorted({c.get("data") for c in manifest.get("cells", []) if c.get("data")})
+
+
+def _steps(manifest, paper):
+    cells = manifest.get("cells", [])
+    per_cell = sorted({(c.get("epochs"), c.get("steps_per_epoch")) for c in cells
+                       if c.get("epochs") and c.get("steps_per_epoch")})
+    return {"run": [{"epochs": e, "steps_per_epoch": s, "steps": e * s} for e, s in per_cell],
+            "paper": paper["epochs"] * paper["steps_per_epoch"],
+            "paper_epochs": paper["epochs"]}
+
+
+def deviations(setup, paper):
+    """[{key, text}]: every way the run's setup differs from the paper's."""
+    out = []
+
+    def add(key, text):
+        out.append({"key": key, "text": text})
+
+    for m in setup["machines"]:
+        if m["shared"]:
+            add("shared_cores", "nodes %s share one machine's %s logical CPUs with %d compute "
+                "threads: a descheduled peer looks like communication"
+                % (", ".join(m["nodes"]), m["logical_cpus"], m["threads"]))
+        elif len(m["nodes"]) > 1 and m["memory_mb"]:
+            add("memory", "nodes %s share one machine's %d MB of memory (paper: %d MB per "
+                "node)" % (", ".join(m["nodes"]), m["memory_mb"], paper["memory_mb_per_node"]))
+    threads = sorted({n["threads"] for n in setup["nodes"]} - {None})
+    if threads and threads != [paper["vcpus_per_node"]]:
+        add("threads", "%s compute thread(s) per worker (paper: %d vCPUs per node)"
+            % ("/".join(map(str, threads)), paper["vcpus_per_node"]))
+    if len(setup["nodes"]) != paper["nodes"]:
+        add("nodes", "%d nodes (paper: %d)" % (len(setup["nodes"]), paper["nodes"]))
+    _version_deviations(setup, paper, add)
+    if setup["link"]["kind"] in ("loopback", "shaped"):
+        add("link", "%s (paper: %s)" % (setup["link"]["text"], paper["link"]))
+    if "synthetic" in setup["data"]:
+        add("data", "synthetic data in the CIFAR format (paper: %s)" % paper["data"])
+    _step_deviations(setup, add)
+    return out
+
+
+def _version_deviations(setup, paper, add):
+    differ = ["%s %s" % (name, "/".join(v["run"]) or "?") for name, v in
+              sorted(setup["versions"].items()) if v["run"] != [v["paper"]]]
+    if differ:
+        add("versions", "%s (paper: %s)" % (", ".join(differ), ", ".join(
+            "%s %s" % kv for kv in sorted(paper["versions"].items()))))
+    if setup["python"] and setup["python"] != [str(paper["python"])]:
+        add("python", "Python %s (paper: %s)" % ("/".join(setup["python"]), paper["python"]))
+
+
+def _step_deviations(setup, add):
+    steps = setup["steps"]
+    short = [s for s in steps["run"] if s["steps"] < steps["paper"]]
+    if short:
+        add("steps", "%s steps per worker, projected to the paper's %d (start-up + steady "
+            "step x the remaining steps)" % ("/".join(str(s["steps"]) for s in short),
+                                             steps["paper"]))
+    if any(s["epochs"] < 2 for s in steps["run"]):
+        add("epochs", "fewer than 2 epochs: what input caching changes after epoch 1 "
+            "(TensorFlow caches its input, paper section V-G) was not measured")
+
+
+def flags(setup):
+    """The machine-readable part, for manifest.json."""
+    return {"shares_cores": setup["shares_cores"], "link": setup["link"]["kind"],
+            "data": setup["data"], "deviations": [d["key"] for d in setup["deviations"]],
+            "machines": [{k: m[k] for k in ("nodes", "logical_cpus", "threads", "shared",
+                                            "pinned")} for m in setup["machines"]]}
