@@ -38,10 +38,17 @@ def _nodes(manifest):
         fact = facts.get(host["name"]) or {}
         out.append({"name": host["name"], "threads": host.get("vcpus"),
                     "cpus": host.get("cpus") or "", "machine": _machine_key(host, fact),
-                    "logical_cpus": fact.get("cpu_count"),
+                    "logical_cpus": _usable_cpus(fact),
                     "physical_cores": fact.get("physical_cores"),
                     "memory_mb": fact.get("memory_mb")})
     return out
+
+
+def _usable_cpus(fact):
+    """The CPUs the node's processes may run on (their affinity, `nproc`), where fewer than
+    the machine's; None without facts."""
+    known = [n for n in (fact.get("cpu_count"), fact.get("usable_cpus")) if n]
+    return min(known) if known else None
 
 
 def _machine_key(host, fact):

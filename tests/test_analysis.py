@@ -269,6 +269,12 @@ def test_nodes_with_cores_of_their_own_are_comparable():
     for fact in manifest["host_facts"].values():
         fact["cpu_count"] = 8
     assert testbed.describe(manifest)["shares_cores"] is True
+    # 16 CPUs in the machine, but the nodes' processes may use 2 (affinity): shared
+    for fact in manifest["host_facts"].values():
+        fact.update(cpu_count=16, usable_cpus=2)
+    for host in manifest["inventory"]["hosts"]:
+        host.update(vcpus=1, cpus="")
+    assert testbed.describe(manifest)["shares_cores"] is True
 
 
 def test_operator_table_is_per_worker(tmp_path):

@@ -230,3 +230,46 @@ def test_no_secret_reaches_results_or_node_logs(smoke_run):
     assert len(files) > 50
     leaked = [str(f) for f in files if TOKEN.encode() in f.read_bytes()]
     assert leaked == []
+
+
+def test_start_up_and_steady_steps_are_recorded_apart(smoke_run):
+    """Every process that timed steps (each worker; the tensorflow-async chief) records its
+    start-up, the measured execution and the measured steps; start-up holds the first step,
+    so the measured execution is longer than start-up, and the steps are the measured ones."""
+    timed = {}
+    for r in smoke_run["records"]:
+        if r["metric"] in ("startup_seconds", "execution_seconds", "step_samples",
+                           "measured_steps", "wall_step") and r.get("timed_by") is None:
+            timed.setdefault((r["system"], r["node"], r["role"], r["rank"]), {})[
+                r["metric"]] = r
+    assert {k[0] for k in timed} == set(SYSTEMS)
+    for key, found in timed.items():
+        if "wall_step" not in found:
+            continue  # a parameter server or a scheduler times no steps
+        startup, execution = found["startup_seconds"]["value"], \
+            found["execution_seconds"]["value"]
+        assert 0 < startup < execution, key
+        samples = found["step_samples"]["samples"]
+        assert all(s > 0 for s in samples) and len(samples) >= 5, key
+        if key[2] == "worker":
+            assert len(samples) == found["measured_steps"]["value"], key
+
+
+def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
+    """This machine's CPUs against the 3 nodes' threads decide whether the frameworks' times
+    can be compared; the manifest carries the same flags."""
+    run = smoke_run["run"]
+    manifest = json.loads((run / "manifest.json").read_text())
+    shared = len(psutil.Process().cpu_affinity()) < 3
+    assert manifest["setup"]["shares_cores"] is shared
+    assert {"link", "data", "steps", "versions"} <= set(manifest["setup"]["deviations"])
+    report = (run / "analysis" / "report.md").read_text()
+    assert "## The setup beside the paper's" in report and "## Internal consistency" in report
+    claims = [l for l in report.splitlines() if l.startswith("| Synchronous: TensorFlow is "
+                                                             "slower than PyTorch")]
+    assert len(claims) == 1
+    assert ("| not comparable |" in claims[0]) is shared
+    assert "partial (1 of 6)" in claims[0] or shared
+    consistency = (run / "analysis" / "consistency.csv").read_text().splitlines()
+    fig3 = [l for l in consistency if l.startswith("fig3_vs_breakdown")]
+    assert len(fig3) == len(SYSTEMS) and all(l.endswith(",True") for l in fig3)
