@@ -169,7 +169,7 @@ def claims_section(groups, bed):
 
 def _interval(row):
     low, high = row.get("low"), row.get("high")
-    if low is None or low != low:
+    if low is None or low != low or low == high:  # none, or no spread to draw one from
         return "-"
     return "%.2f - %.2f" % (low, high)
 
@@ -261,8 +261,10 @@ def consistency_section(out, records, cells, groups):
                     "longer than its profiled step). %d of %d checks pass."
                     % (len(checks) - len(failed), len(checks)))]
     if len(failed):
-        blocks.append(("p", "**Warning**: %d check(s) failed; the figures are below."
-                            % len(failed)))
+        blocks.append(("p", "**Warning**: %d check(s) failed; the figures are below. Where "
+                            "nodes share cores, profiled steps run beside the other workers "
+                            "and servers while the calibration runs alone: the profiled "
+                            "operator times are inflated by that contention." % len(failed)))
     return blocks + [("table", ["check", "benchmark", "system", "value", "against", "ratio",
                                 "accepted", "result"],
                       [[r.check, r.benchmark, r.system, "%.4g" % r.value, "%.4g" % r.against,
