@@ -56,16 +56,21 @@ def categorised(records, table=None):
 
 def category_table(ops, cells):
     """Seconds per step per (benchmark, system, category): per cell, every process's operator
-    time (servers included) over the cell's workers; then the mean over repeats."""
+    time (servers included) over the cell's workers; then the mean over repeats (each
+    repeat's value kept in `per_repeat`)."""
     if ops.empty:
-        return pd.DataFrame(columns=["benchmark", "system", "category", "seconds"])
+        return pd.DataFrame(columns=["benchmark", "system", "category", "seconds",
+                                     "per_repeat"])
     # keyed by cell id: mapping ids onto a positional index divided nothing (it summed the
     # workers' times)
     workers = cells.set_index("cell_id").workers.clip(lower=1)
     per_cell = ops.groupby(["cell_id", "benchmark", "system", "category"],
                            as_index=False).value.sum()
     per_cell["seconds"] = per_cell.value / per_cell.cell_id.map(workers)
-    return per_cell.groupby(["benchmark", "system", "category"], as_index=False).seconds.mean()
+    grouped = per_cell.groupby(["benchmark", "system", "category"]).seconds
+    table = grouped.mean().reset_index()
+    table["per_repeat"] = grouped.agg(list).values  # the intervals' input (evaluate_claims)
+    return table
 
 
 def coverage(ops):
@@ -106,9 +111,9 @@ def overhead(records):
 
 def evaluate_claims(table, reference=None, testbed=None):
     """The paper's operator claims (reference `operators:`): ratio of one category's time per
-    step between two system-modes, with a verdict (analysis/claims.py's rules). A profile has
-    no per-step samples: the interval is the point (the mean over repeats), and the basis
-    says so."""
+    step between two system-modes, with a verdict (analysis/claims.py's rules). A profile
+    holds totals, not per-step samples: the interval comes from repeats (bootstrap over
+    them); with one repeat there is none, and the basis says so."""
     from . import claims
     reference = reference or claims.load_reference()
     context = {"tolerance": reference.get("default_tolerance", 0.25),
@@ -117,8 +122,21 @@ def evaluate_claims(table, reference=None, testbed=None):
     rows = []
     for claim in reference.get("operators", []):
         here = table[(table.category == claim["category"]) & (table.seconds > 0)]
-        values = {(r.benchmark, r.system): claims.point(r.seconds) for r in here.itertuples()}
+        values = {(r["benchmark"], r["system"]): _estimate(r) for r in here.to_dict("records")}
         row = claims.ratio_claim(claim, values, claim["benchmarks"], context, "operators")
-        rows.append(dict(row, basis=row["basis"] + "; no interval: profiles have no per-step "
-                                                   "samples"))
+        repeats = min([len(v["repeats"]) for v in values.values()] or [0])
+        if repeats < 2:
+            row = dict(row, basis=row["basis"] + "; no interval: one profile per cell")
+        rows.append(row)
     return rows
+
+
+def _estimate(row):
+    """A category's time with bootstrap replicates over its repeats."""
+    from . import stats
+    repeats = row.get("per_repeat")
+    repeats = list(repeats) if isinstance(repeats, (list, tuple)) else [row["seconds"]]
+    rng = stats.rng_for("%s/%s/%s" % (row["benchmark"], row["system"], row["category"]))
+    boot = stats.over_repeats([stats.constant(v) for v in repeats], rng)
+    return {"value": row["seconds"], "boot": boot, "per_step": row["seconds"],
+            "repeats": repeats}

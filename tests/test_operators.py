@@ -100,3 +100,19 @@ def test_a_rule_with_an_unknown_category_is_refused(tmp_path):
                    "mxnet: {rules: []}\ntensorflow: {rules: []}\n")
     with pytest.raises(ValueError, match="nope"):
         operators.load_table(bad)
+
+
+def test_operator_claims_take_their_interval_from_repeats():
+    """MXNet's tanh_backward at 30, 35 and 40x PyTorch's over three repeats: the ratio is the
+    mean, 35x, and the interval spans the repeats' bootstrap (30-40x): inside 34.8 +- 25%."""
+    table = pd.DataFrame([
+        {"benchmark": "lenet5-cifar10", "system": "pytorch-sync",
+         "category": "activation_backward", "seconds": 0.001, "per_repeat": [0.001] * 3},
+        {"benchmark": "lenet5-cifar10", "system": "mxnet-sync",
+         "category": "activation_backward", "seconds": 0.035,
+         "per_repeat": [0.030, 0.035, 0.040]}])
+    row = {r["id"]: r for r in operators.evaluate_claims(table)}[
+        "op_lenet_tanh_backward_mxnet_vs_pytorch"]
+    assert row["measured"] == pytest.approx(35.0)
+    assert 30.0 <= row["low"] < 35.0 < row["high"] <= 40.0
+    assert row["verdict"] == "reproduced" and "no interval" not in row["basis"]
