@@ -5,6 +5,7 @@ WORLD_SIZE and GLOO_SOCKET_IFNAME set by the launch script.
 """
 import copy
 import datetime
+import os
 import sys
 import time
 
@@ -76,7 +77,10 @@ def train(config, sampler):
     if profile.wanted(config):
         result["profile"] = profiling.profile_steps(config, sampler, step,
                                                     loop.endless(lambda: loader))
-    dist.destroy_process_group()
+    if old_teardown():
+        dist.barrier()  # every worker is done; the process leaves with os._exit (main)
+    else:
+        dist.destroy_process_group()
     result.update(calibration=calibration, parameters=models.parameter_count(model),
                   summary=summarise(result["steps"], calibration, worker_updates=True))
     return result
@@ -92,9 +96,22 @@ def local_loop(config):
     return loop.endless(lambda: loader), make_step(config, model)
 
 
+def old_teardown():
+    """PyTorch before 1.8 (the paper stacks' 1.7): once training is over, tearing down the
+    Gloo process group and the DDP reducer hung worker 0 and crashed the others (SIGSEGV)
+    before or after result.json was written. Such a worker skips that teardown: a barrier,
+    then it leaves without running the C++ destructors."""
+    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+    return (major, minor) < (1, 8)
+
+
 def main(argv):
     config = runner.load_config(argv)
     runner.run(config, train, {"torch": torch.__version__, "numpy": numpy.__version__})
+    if old_teardown():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # result.json is written; see old_teardown()
 
 
 if __name__ == "__main__":
