@@ -4,6 +4,7 @@ from the manifest alone (inventory, host facts, cells). `invoke collect` writes 
 into manifest.json (key `setup`) for other tools; the report names, beside every verdict, the
 deviations that bear on it. No pandas or matplotlib: the controller's collect imports it.
 """
+import re
 from pathlib import Path
 
 import yaml
@@ -169,9 +170,15 @@ def deviations(setup, paper):
     return out
 
 
+def _release(version):
+    """1.7.0.post2 and 2.13.0+cpu are builds of releases 1.7.0 and 2.13.0."""
+    return re.sub(r"(\.post\d+)?(\+.*)?$", "", version)
+
+
 def _version_deviations(setup, paper, add):
     differ = ["%s %s" % (name, "/".join(v["run"]) or "?") for name, v in
-              sorted(setup["versions"].items()) if v["run"] != [v["paper"]]]
+              sorted(setup["versions"].items())
+              if sorted({_release(r) for r in v["run"]}) != [v["paper"]]]
     if differ:
         add("versions", "%s (paper: %s)" % (", ".join(differ), ", ".join(
             "%s %s" % kv for kv in sorted(paper["versions"].items()))))

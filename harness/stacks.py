@@ -1,6 +1,7 @@
 """Pinned version sets (stacks/*.yml) and where each framework's env lives on a node."""
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from .paths import STACKS
 CONDA_ENVS = STACKS / "conda"
 
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
+VARIABLE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
 @dataclass
@@ -21,6 +23,7 @@ class FrameworkEnv:
     packages: list
     pip_args: str
     dirname: str  # under the node's env_root; changes whenever the pins change
+    environment: dict = None  # variables the launch scripts export for this framework
 
     def python(self, env_root):
         return "%s/%s/bin/python" % (env_root.rstrip("/"), self.dirname)
@@ -90,7 +93,19 @@ def _env(path, stack_name, python, framework, spec, python_version=""):
     digest = hashlib.sha1(json.dumps(pinned).encode())
     return FrameworkEnv(framework=framework, module=spec["import"], packages=packages,
                         pip_args=str(spec.get("pip_args") or ""),
-                        dirname="%s-%s-%s" % (stack_name, framework, digest.hexdigest()[:8]))
+                        dirname="%s-%s-%s" % (stack_name, framework, digest.hexdigest()[:8]),
+                        environment=_environment(path, framework, spec))
+
+
+def _environment(path, framework, spec):
+    """`environment:` of a framework: variables its launch scripts export (they win over the
+    template's defaults), e.g. TF_ENABLE_ONEDNN_OPTS for a TensorFlow whose oneDNN differs."""
+    found = spec.get("environment") or {}
+    if not isinstance(found, dict) or not all(VARIABLE.match(str(k)) for k in found):
+        raise UserError("stack %s: framework %s: `environment:` must map variable names "
+                        "(A-Z, 0-9, _) to values" % (path, framework),
+                        "e.g. `environment: {TF_ENABLE_ONEDNN_OPTS: \"0\"}`")
+    return {str(k): str(v) for k, v in found.items()}
 
 
 def conda_env_path(stack_name, framework):

@@ -312,3 +312,13 @@ def test_consistency_checks_catch_a_breakdown_that_misses_fig3(tmp_path):
 def json_of(path):
     import json
     return json.loads(path.read_text())
+
+
+def test_builds_of_the_papers_releases_are_not_version_deviations():
+    manifest = {"installed": {"node1": {
+        "mxnet": {"python": "3.6.9", "packages": {"mxnet": "1.7.0.post2"}},
+        "pytorch": {"python": "3.6.9", "packages": {"torch": "1.7.1"}},
+        "tensorflow": {"python": "3.6.9", "packages": {"tensorflow-cpu": "2.5.0"}}}}}
+    found = {d["key"]: d["text"] for d in testbed.describe(manifest)["deviations"]}
+    assert found["versions"].startswith("torch 1.7.1 (paper:")  # mxnet and TF: the paper's
+    assert "python" not in found

@@ -189,3 +189,17 @@ def test_a_node_with_cpus_of_its_own_runs_every_role_there(tmp_path):
     # the shipped local inventory pins only where each of the 3 nodes can have a CPU
     shipped = render_local(smoke_cell("pytorch-sync"))[1].script
     assert ("taskset" in shipped) == (len(os.sched_getaffinity(0)) >= 3)
+
+
+def test_a_stacks_environment_wins_over_the_templates_defaults():
+    """The paper stacks turn TF 2.5's oneDNN off (its default then; on, its first step died
+    of SIGFPE here); the current stack keeps the template's pinned 1."""
+    inv = inventory.load("local")
+    cell = smoke_cell("tensorflow-sync")
+    for stack, expect in (("paper-py39", "0"), ("paper", "0"), ("current", "1")):
+        procs = launch.prepare(cell, "run1", nodes.connect_all(inv), stacks.load(stack), SHARDS)
+        assert exports(procs[0].script)["TF_ENABLE_ONEDNN_OPTS"] == expect, stack
+        assert procs[0].config["stack_environment"] == (
+            {"TF_ENABLE_ONEDNN_OPTS": "0"} if expect == "0" else {})
+    with pytest.raises(UserError, match="environment"):
+        stacks._environment("x.yml", "tensorflow", {"environment": {"rm -rf": "1"}})
