@@ -16,6 +16,7 @@ import numpy as np
 import yaml
 
 from . import stats
+from .tidy import PAPER_STEPS
 
 REFERENCE = Path(__file__).resolve().parent / "reference" / "paper.yml"
 PAPER_BENCHMARKS = ["lenet5-cifar10", "alexnet-cifar10", "resnet18-cifar10",
@@ -35,13 +36,18 @@ def load_reference(path=REFERENCE):
     return yaml.safe_load(Path(path).read_text())
 
 
-def evaluate(groups, reference=None, testbed=None, steady_steps=3959):
+def context_of(reference, testbed=None):
+    """What every verdict is judged with: the tolerance, the floors, the setup's deviations."""
+    return {"tolerance": reference.get("default_tolerance", 0.25),
+            "deviations": (testbed or {}).get("deviations", []),
+            "floors": reference.get("floors", {})}
+
+
+def evaluate(groups, reference=None, testbed=None, steady_steps=PAPER_STEPS - 1):
     """One row per claim: id, text, section, paper, measured, low, high, tolerance, verdict,
     basis, deviations."""
     reference = reference or load_reference()
-    context = {"tolerance": reference.get("default_tolerance", 0.25),
-               "deviations": (testbed or {}).get("deviations", []),
-               "floors": reference.get("floors", {})}
+    context = context_of(reference, testbed)
     execution = estimates(groups, "execution_seconds", "execution_boot")
     communication = estimates(groups, "communication_total", "communication_boot",
                               per_step=steady_steps)

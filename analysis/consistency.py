@@ -22,11 +22,10 @@ LIMITS = {"fig3_vs_breakdown": (0.999, 1.001), "wall_vs_timers": (0.85, 1.15),
           "operators_per_worker": (0.0, 1.05)}
 
 
-def run_all(records, cells, groups):
+def run_all(records, groups, table):
+    """table: operators.category_table of the run (empty without profiled steps)."""
     rows = fig3_vs_breakdown(groups) + wall_vs_timers(groups)
-    ops = operators.categorised(records)
-    if not ops.empty:
-        table = operators.category_table(ops, cells)
+    if not table.empty:
         rows += profile_vs_calibration(table, groups) + operators_per_worker(table, records)
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -116,9 +116,7 @@ def evaluate_claims(table, reference=None, testbed=None):
     them); with one repeat there is none, and the basis says so."""
     from . import claims
     reference = reference or claims.load_reference()
-    context = {"tolerance": reference.get("default_tolerance", 0.25),
-               "deviations": (testbed or {}).get("deviations", []),
-               "floors": reference.get("floors", {})}
+    context = claims.context_of(reference, testbed)
     rows = []
     for claim in reference.get("operators", []):
         here = table[(table.category == claim["category"]) & (table.seconds > 0)]

@@ -9,6 +9,7 @@ from pathlib import Path
 from . import claims, consistency, figures, memory, network, operators, render, testbed, tidy
 
 PHASE_COLUMNS = ["step"] + tidy.PHASES
+PAPER, STEADY = "{:,}".format(tidy.PAPER_STEPS), "{:,}".format(tidy.PAPER_STEPS - 1)
 SHOWN_PACKAGES = ("torch", "tensorflow", "tensorflow-cpu", "tf-keras", "mxnet", "numpy", "psutil")
 
 
@@ -60,8 +61,10 @@ def sections(run_path, out, manifest, records, cells, groups):
     blocks += memory_section(run_path, out, records, cells, figure)
     blocks += network_section(out, groups, records, cells, manifest, figure)
     blocks += scaling_section(out, groups, figure)
-    blocks += operators_section(out, records, cells, planned, figure, bed)
-    blocks += consistency_section(out, records, cells, groups)
+    ops = operators.categorised(records)
+    table = operators.category_table(ops, cells)
+    blocks += operators_section(out, records, ops, table, planned, figure, bed)
+    blocks += consistency_section(out, records, groups, table)
     blocks += failures_section(cells)
     return blocks, pngs
 
@@ -86,14 +89,12 @@ def scaling_section(out, groups, figure):
     return blocks
 
 
-def operators_section(out, records, cells, planned, figure, bed=None):
+def operators_section(out, records, ops, table, planned, figure, bed=None):
     """Figs. 5, 7, 10, coverage, the names left in `other`, the profiler's cost, the claims."""
-    ops = operators.categorised(records)
     blocks = [("h2", "Operator profiles (cf. paper Figs. 5, 7, 10)")]
     if ops.empty:
         return blocks + [("p", "No profiled steps in this run (`invoke bench --profile-steps "
                                "N`, N > 0).")]
-    table = operators.category_table(ops, cells)
     table.to_csv(out / "operators.csv", index=False)
     blocks.append(("p", "Profiled steps run after each cell's timed steps and calibration, so "
                         "the profiler never runs in a timed step. Time per step of each "
@@ -176,7 +177,7 @@ def _interval(row):
 
 def setup_section(bed):
     """The run's setup beside the paper's (testbed.describe)."""
-    paper = testbed.paper_setup()
+    paper = bed["paper"]
     machines = [[", ".join(m["nodes"]), m["logical_cpus"] or "?", m["physical_cores"] or "?",
                  m["threads"], "pinned" if m["pinned"] else "-",
                  {True: "yes", False: "no", None: "unknown"}[m["shared"]],
@@ -235,7 +236,8 @@ def execution_section(fig3, groups):
                   "and start-up (process start to the end of the first step: imports, "
                   "rendezvous, graph tracing, the first batch), the steady wall step (warm-up "
                   "excluded), and the paper-scale execution time = start-up + steady step x "
-                  "3,959 (the paper's 3,960 steps less the first, which is in start-up), with "
+                  + STEADY + " (the paper's " + PAPER + " steps less the first, which is in "
+                  "start-up), with "
                   "its 95% interval; CV over repeats; per-step phase means in seconds. Fig. 3 "
                   "draws the paper-scale time, start-up hatched. Definitions: "
                   "docs/methodology.md."),
@@ -245,12 +247,13 @@ def execution_section(fig3, groups):
              rows),
             ("h2", "Breakdown of execution time (cf. paper Figs. 4, 6, 8, 9)"),
             ("p", "Seconds per phase over the paper's run: start-up once, loading, forward and "
-                  "backward at their per-step means x 3,959 steps, communication the rest, so "
+                  "backward at their per-step means x " + STEADY + " steps, communication the "
+                  "rest, so "
                   "each bar's total is Fig. 3's bar.")]
 
 
-def consistency_section(out, records, cells, groups):
-    checks = consistency.run_all(records, cells, groups)
+def consistency_section(out, records, groups, table):
+    checks = consistency.run_all(records, groups, table)
     checks.to_csv(out / "consistency.csv", index=False)
     failed = checks[~checks.ok]
     blocks = [("h2", "Internal consistency"),

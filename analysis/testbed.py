@@ -27,7 +27,7 @@ def describe(manifest, paper=None):
              "shares_cores": _any_flag(m["shared"] for m in machines),
              "link": _link(manifest), "versions": _versions(manifest, paper),
              "python": sorted(_pythons(manifest)), "data": _data(manifest),
-             "steps": _steps(manifest, paper)}
+             "steps": _steps(manifest, paper), "paper": paper}
     setup["deviations"] = deviations(setup, paper)
     return setup
 
