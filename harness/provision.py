@@ -56,6 +56,7 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None):
         "stack_name": stack.name,
         "stack_python": stack.python,
         "stack_python_source": stack.python_source,
+        "stack_debian": stack.debian or {},
         "stack_envs": [{"framework": e.framework, "dirname": e.dirname, "packages": e.packages,
                         "pip_args": e.pip_args,
                         "conda_env": stacks.conda_env_text(stack, e.framework)}

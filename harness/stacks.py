@@ -34,8 +34,9 @@ class Stack:
     name: str
     python: str
     envs: dict  # framework -> FrameworkEnv
-    python_source: str = "the OS packages or pyenv"
+    python_source: str = "the OS packages or pyenv"  # or `conda`, or `debian`
     python_version: str = ""  # exact, for conda ("3.6.9"); empty: any python<python>
+    debian: dict = None  # python_source debian: {suite, version} of the Debian packages
 
     def env(self, framework):
         if framework not in self.envs:
@@ -54,13 +55,31 @@ def load(name_or_path):
                         "use one of: %s" % known)
     data = yaml.safe_load(path.read_text()) or {}
     name = data.get("name") or path.stem
+    debian = _debian(path, data)
+    # a Debian-packaged interpreter is another interpreter: its envs get their own names
+    exact = str(data.get("python_version") or "") or (
+        "debian %s %s %s" % (debian["suite"], debian["version"], " ".join(debian["seed"]))
+        if debian else "")
     envs = {}
     for framework, spec in (data.get("frameworks") or {}).items():
-        envs[framework] = _env(path, name, data.get("python"), framework, spec or {},
-                               str(data.get("python_version") or ""))
+        envs[framework] = _env(path, name, data.get("python"), framework, spec or {}, exact)
     return Stack(name=name, python=str(data.get("python")), envs=envs,
                  python_source=str(data.get("python_source") or "the OS packages or pyenv"),
-                 python_version=str(data.get("python_version") or ""))
+                 python_version=str(data.get("python_version") or ""), debian=debian)
+
+
+def _debian(path, data):
+    """`debian: {suite, version}` of a stack whose Python comes from Debian's packages."""
+    if data.get("python_source") != "debian":
+        return None
+    found = data.get("debian") or {}
+    if not isinstance(found, dict) or not found.get("suite") or not found.get("version"):
+        raise UserError("stack %s: python_source debian needs `debian: {suite, version}`" % path,
+                        "e.g. `debian: {suite: bullseye, version: 3.9.2-1}`: the Debian release "
+                        "whose python%s package to install, and its version (`seed:` may list "
+                        "pip and setuptools pins for its envs)" % data.get("python"))
+    return {"suite": str(found["suite"]), "version": str(found["version"]),
+            "seed": [str(p) for p in found.get("seed") or []]}
 
 
 def conda_env(stack, framework):

@@ -34,3 +34,29 @@ def test_unknown_framework_in_a_stack_is_named(tmp_path):
                    "    packages: [caffe==1.0]\n")
     with pytest.raises(UserError, match="unknown framework 'caffe'"):
         stacks.load(bad)
+
+
+PY39 = ("python: '3.9'\npython_source: debian\n%s"
+        "frameworks:\n  mxnet:\n    import: mxnet\n    packages: [mxnet==1.7.0.post2]\n")
+
+
+def test_debian_python_stack_names_its_release_and_gets_its_own_envs(tmp_path):
+    py39 = stacks.load("paper-py39")
+    assert py39.python == "3.9" and py39.python_source == "debian"
+    assert py39.debian == {"suite": "bullseye", "version": "3.9.2-1",
+                           "seed": ["pip==23.0.1", "setuptools==58.1.0"]}
+    assert pins(py39, "pytorch")["torch"] == "1.7.1"
+    # the same pins on another interpreter (or another seed) build another env
+    other = tmp_path / "other.yml"
+    other.write_text(PY39 % "debian: {suite: bullseye, version: 3.9.2-1}\n")
+    assert stacks.load(other).env("mxnet").dirname != py39.env("mxnet").dirname
+    plain = tmp_path / "plain.yml"
+    plain.write_text((PY39 % "").replace("python_source: debian\n", ""))
+    assert stacks.load(plain).debian is None
+
+
+def test_debian_python_stack_without_its_release_is_refused(tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text(PY39 % "debian: {suite: bullseye}\n")
+    with pytest.raises(UserError, match=r"needs `debian: \{suite, version\}`"):
+        stacks.load(bad)
