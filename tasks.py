@@ -111,6 +111,18 @@ def analyze(c, run=None, results=None):
     commands.analyze(results or d["results"], run)
 
 
+@task(help={"run_a": "the first run's id (e.g. a run on the paper-py39 stack)",
+            "run_b": "the second run's id (e.g. the same matrix on the current stack)",
+            "results": "results folder [invoke.yaml: results]",
+            "out": "folder for the report [<results>/compare-<A>-vs-<B>]"})
+@_user_errors
+def compare(c, run_a, run_b, results=None, out=None):
+    """Two runs side by side: every claim and cell with both values, intervals and the change,
+    and whether each finding holds under one stack, both or neither."""
+    from harness import commands
+    commands.compare(results or _defaults(c)["results"], run_a, run_b, out)
+
+
 @task(help=dict(COMMON, results="results folder [invoke.yaml: results]"))
 @_user_errors
 def reproduce(c, inventory=None, stack=None, profile=None, data=None, results=None):
@@ -213,6 +225,6 @@ def cluster_status(c):
     cluster.status()
 
 
-ns = Collection(provision, bench, collect, analyze, reproduce, overhead, crosscheck,
+ns = Collection(provision, bench, collect, analyze, compare, reproduce, overhead, crosscheck,
                 analysis_bench, fault_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))

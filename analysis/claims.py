@@ -101,12 +101,13 @@ def ratio_claim(claim, values, benchmarks, context, kind):
     how = claim.get("aggregate", "mean")
     pick = np.max if how == "max" else np.mean
     value = float(pick([r[0] for r in ratios.values()]))
-    low, high = stats.interval(pick(np.vstack([r[1] for r in ratios.values()]), axis=0))
+    boot = pick(np.vstack([r[1] for r in ratios.values()]), axis=0)
+    low, high = stats.interval(boot)
     basis = "%s of %s/%s over %d of %d benchmark(s): %s%s" % (
         how, num, den, len(usable), len(benchmarks),
         ", ".join("%s %.2f" % (b, r[0]) for b, r in ratios.items()),
         "; below the floor: " + ", ".join(below) if below else "")
-    found = dict(row, measured=value, low=low, high=high, basis=basis)
+    found = dict(row, measured=value, low=low, high=high, basis=basis, boot=boot)
     return _judge(found, band_verdict(low, high, claim["value"], tol),
                   len(usable), len(benchmarks))
 
@@ -125,7 +126,9 @@ def band_verdict(low, high, paper, tolerance):
 
 def _judge(row, verdict, measured, of):
     """The interval's verdict, unless the setup cannot support the claim or only some of its
-    benchmarks were measured; the interval's own verdict then stays in the basis."""
+    benchmarks were measured; the interval's own verdict then stays in the basis (and in
+    `interval_verdict`, which a comparison of two runs reads)."""
+    row = dict(row, interval_verdict=verdict)
     if any(d["key"] == NOT_COMPARABLE for d in row["deviation_list"]):
         return dict(row, verdict="not comparable",
                     basis="%s; the interval alone: %s" % (row["basis"], verdict))

@@ -163,6 +163,24 @@ def analyze(results, run_id=None):
     return report.build(path)
 
 
+def compare(results, run_a, run_b, out=None):
+    """Two collected runs side by side (analysis/compare.py)."""
+    from analysis import compare as comparison  # heavy imports only when analysing
+
+    paths = []
+    for run_id in (run_a, run_b):
+        path = collect.run_dir(results, run_id)
+        collect.check_format(path)
+        if not (path / "records.jsonl").is_file():
+            raise UserError("%s has no records.jsonl" % path,
+                            "run `invoke collect --run %s` first" % path.name)
+        paths.append(path)
+    if paths[0] == paths[1]:
+        raise UserError("compare needs two different runs (both are %s)" % paths[0].name,
+                        "name two run ids: `invoke compare RUN_A RUN_B`")
+    return comparison.build(paths[0], paths[1], out)
+
+
 def reproduce(inventory_name, stack_name, profile, results, data=None):
     from . import provision
 
