@@ -79,14 +79,20 @@ def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
 
 def finish_manifest(path, nodes):
     manifest = read_json(path / "manifest.json", {})
-    facts = {node.name: json.loads(node.read_text(node.path(node.host.workdir) + "/facts.json")
-                                   or "null") for node in nodes}
-    manifest["host_facts"] = facts
-    manifest["installed"] = {name: (f or {}).get("envs") for name, f in facts.items()}
+    stack = (manifest.get("stack") or {}).get("name")
+    manifest["host_facts"] = {node.name: _node_json(node, "facts.json") for node in nodes}
+    # the versions of the envs of the run's own stack (provisioning writes one file per stack)
+    manifest["installed"] = {node.name: _node_json(node, "envs-%s.json" % stack)
+                             for node in nodes}
     manifest["setup"] = setup_flags(manifest)
     manifest["ended"] = time.time()
     write_json(path / "manifest.json", manifest)
     return manifest
+
+
+def _node_json(node, name):
+    """A JSON file in the node's workdir, or None where provisioning has not written it."""
+    return json.loads(node.read_text(node.path(node.host.workdir) + "/" + name) or "null")
 
 
 def setup_flags(manifest):

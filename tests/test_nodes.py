@@ -49,3 +49,24 @@ def test_path_expands_home_and_read_text_of_missing_file():
     node = local_node()
     assert node.path("~/x").endswith("/x") and not node.path("~/x").startswith("~")
     assert node.read_text("/nonexistent/file") is None
+
+
+def test_a_run_reads_the_versions_of_its_own_stack(tmp_path):
+    """A node provisioned with two stacks has one envs file per stack; the manifest of a run
+    takes its own stack's (one facts file once gave a current run paper-py39's versions)."""
+    from dataclasses import replace
+
+    from harness import collect
+    host = replace(inventory.load("local").hosts[0], workdir=str(tmp_path))
+    (tmp_path / "facts.json").write_text('{"cpu_count": 2}')
+    for stack, torch in (("current", "2.13.0"), ("paper-py39", "1.7.1")):
+        (tmp_path / ("envs-%s.json" % stack)).write_text(
+            '{"pytorch": {"python": "3", "packages": {"torch": "%s"}}}' % torch)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text('{"stack": {"name": "current"}}')
+    manifest = collect.finish_manifest(run, [nodes.connect(host)])
+    assert manifest["installed"][host.name]["pytorch"]["packages"]["torch"] == "2.13.0"
+    assert manifest["host_facts"][host.name] == {"cpu_count": 2}
+    (run / "manifest.json").write_text('{"stack": {"name": "paper"}}')  # never provisioned
+    assert collect.finish_manifest(run, [nodes.connect(host)])["installed"] == {host.name: None}
