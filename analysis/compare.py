@@ -137,6 +137,38 @@ def answer(row_a, row_b, label_a, label_b):
     return text
 
 
+def direction(row):
+    """Whether a ratio claim's measured value lies on the paper's side of 1 (the finding's
+    sense, e.g. "slower", whatever its size): True, False, or None where the interval
+    straddles 1 or nothing was measured. Without an interval (one profile per cell), the
+    value alone."""
+    paper, value = row.get("paper"), row.get("measured")
+    if not _number(paper) or not _number(value) or paper == 1:
+        return None
+    low, high = row.get("low"), row.get("high")
+    if not (_number(low) and _number(high)) or low == high:
+        low = high = value
+    above = paper > 1
+    if (low > 1) if above else (high < 1):
+        return True
+    if (high < 1) if above else (low > 1):
+        return False
+    return None
+
+
+def direction_text(row_a, row_b, label_a, label_b):
+    found = ((label_a, direction(row_a)), (label_b, direction(row_b)))
+    if all(d is None for _, d in found):
+        return ""
+    holding = [l for l, d in found if d]
+    undecided = [l for l, d in found if d is None]
+    where = ("both" if len(holding) == 2 else "%s only" % holding[0] if holding else "neither")
+    if undecided:
+        where += " (undecided under %s)" % undecided[0]
+    return "; its direction (ratio %s 1) holds under %s" % (
+        ">" if row_a["paper"] > 1 else "<", where)
+
+
 def change(row_a, row_b):
     """B / A of a ratio claim's value, with the interval of the replicates' ratio."""
     if not _number(row_a.get("measured")) or not _number(row_b.get("measured")):
@@ -159,6 +191,7 @@ def claim_rows(a, b):
         older = [r["label"] for r in (a, b) if r.get("era")]
         if len(older) == 1 and said.endswith("reproduced under %s only" % older[0]):
             said += ": a finding about 2021's software"
+        said += direction_text(row_a, row_b, a["label"], b["label"])
         rows.append({"id": claim_id, "text": row_a["text"], "kind": row_a["kind"],
                      "paper": row_a["paper"],
                      "a_measured": row_a["measured"], "a_low": row_a.get("low"),

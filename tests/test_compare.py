@@ -45,23 +45,26 @@ def run(tmp_path, run_id, stack, installed, tf_over_torch, tanh=None, **manifest
 
 def test_a_finding_of_2021s_software_and_the_change(tmp_path):
     old = run(tmp_path, "old", "paper-py39", PAPER_ERA, 2.65, tanh=(0.0348, 0.001))
-    new = run(tmp_path, "new", "current", TODAY, 1.0, tanh=(0.002, 0.001))
+    new = run(tmp_path, "new", "current", TODAY, 0.8, tanh=(0.002, 0.001))
     found = compare.build(old, new, tmp_path / "cmp", quiet=True)
     rows = {r["id"]: r for r in found["claims"]}
     tf = rows["tf_sync_vs_pytorch_sync"]
-    assert (tf["a_measured"], tf["b_measured"]) == pytest.approx((2.65, 1.0))
+    assert (tf["a_measured"], tf["b_measured"]) == pytest.approx((2.65, 0.8))
     assert (tf["a_verdict"], tf["b_verdict"]) == ("reproduced", "not reproduced")
-    assert tf["change"] == pytest.approx(1 / 2.65)
+    assert tf["change"] == pytest.approx(0.8 / 2.65)
     assert tf["answer"] == ("reproduced under paper-py39 only: a finding about 2021's "
-                            "software")
+                            "software; its direction (ratio > 1) holds under paper-py39 only")
     # a claim neither run changed: PyTorch lags MXNet by 1.38x under both
     assert rows["pytorch_sync_vs_mxnet_sync"]["answer"] == (
-        "reproduced under both stacks: it holds today")
+        "reproduced under both stacks: it holds today; its direction (ratio > 1) holds under "
+        "both")
+    # MXNet's tanh_backward: 34.8x PyTorch's, then 2x: the size is 2021's, the sense holds
     tanh = rows["op_lenet_tanh_backward_mxnet_vs_pytorch"]
     assert (tanh["a_measured"], tanh["b_measured"]) == pytest.approx((34.8, 2.0))
-    assert tanh["answer"].startswith("reproduced under paper-py39 only")
+    assert tanh["answer"] == ("reproduced under paper-py39 only: a finding about 2021's "
+                              "software; its direction (ratio > 1) holds under both")
     cells = {(c["benchmark"], c["system"]): c for c in found["cells"]}
-    assert cells[("lenet5-cifar10", "tensorflow-sync")]["change"] == pytest.approx(1 / 2.65)
+    assert cells[("lenet5-cifar10", "tensorflow-sync")]["change"] == pytest.approx(0.8 / 2.65)
     assert cells[("lenet5-cifar10", "pytorch-sync")]["change"] == pytest.approx(1.0)
     ops = {(o["system"], o["category"]): o for o in found["operators"]}
     assert ops[("mxnet-sync", "activation_backward")]["a_ms"] == pytest.approx(34.8)
@@ -91,7 +94,8 @@ def test_shared_cores_are_not_judged_and_intervals_still_shown(tmp_path):
     rows = {r["id"]: r for r in compare.build(old, new, tmp_path / "c", quiet=True)["claims"]}
     assert rows["tf_sync_vs_pytorch_sync"]["answer"] == (
         "not judged (paper-py39: not comparable; current: not comparable); the intervals "
-        "alone: reproduced under paper-py39 only: a finding about 2021's software")
+        "alone: reproduced under paper-py39 only: a finding about 2021's software; its "
+        "direction (ratio > 1) holds under paper-py39 only (undecided under current)")
 
 
 def test_compare_names_a_missing_run_and_refuses_one_run_twice(tmp_path):
