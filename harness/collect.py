@@ -221,7 +221,11 @@ def _process_records(base, result_file):
             out.append(dict(rec, metric=metric, value=result[metric], unit=unit))
     if result.get("step_samples"):  # the measured steps, for the analysis's bootstrap
         out.append(dict(rec, metric="step_samples", value=len(result["step_samples"]),
-                        unit="steps", samples=result["step_samples"]))
+                        unit="steps", samples=result["step_samples"],
+                        sample_epochs=result.get("step_epochs")))
+    if result.get("stopped_by") not in (None, "fixed"):  # the verdict profile's stop
+        out.append(dict(rec, metric="stop_halfwidth", unit="relative",
+                        value=result.get("halfwidth"), stopped_by=result["stopped_by"]))
     for metric in ("measured_steps", "warmup_steps"):
         if metric in summary:
             out.append(dict(rec, metric=metric, value=summary[metric], unit="steps"))

@@ -90,7 +90,8 @@ def prepare(cell, run_id, nodes, stack, shards, resolve=None):
             full_data_by_worker=["%s/%s" % (d, full_name(cell.nodes)) for d in data_dirs],
             worker_nodes=[n.name for n in used], sharing=sharing(cell, nodes, node),
             profiler_services=layout.profiler_services(cell, nodes),
-            profiler_port=layout.profiler_port(cell, node, role))
+            profiler_port=layout.profiler_port(cell, node, role),
+            subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes))
         variables = dict(config, system=cell.system, master_addr=nodes[0].host.address,
                          master_port=layout.port(nodes[0], "torch_master"),
                          scheduler_addr=nodes[0].host.address,
@@ -219,13 +220,13 @@ def log_tail(proc, lines=20):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_cell(cell, processes, timeout, status, save=lambda: None):
+def run_cell(cell, processes, timeout, status, save=lambda: None, after=0.0):
     """start -> watch -> stop, filling `status` in place (so it survives an interrupt); save()
     writes it, once the pids are known, so a controller that dies leaves them on record.
     Ctrl-C (or SIGTERM) stops the cell on every node, then re-raises."""
     began = time.time()
     status.update(status="running", reason="", started=began)
-    display = CellProgress(cell, processes)
+    display = CellProgress(cell, processes, after=after)
     try:
         with display:
             start(processes)

@@ -6,6 +6,7 @@ from .errors import UserError
 PORTS = {
     "torch_master": 0,       # c10d rendezvous store (node 1)
     "mxnet_scheduler": 1,    # ps-lite scheduler (node 1)
+    "agree": 2,              # the verdict profile's stop vote of a sync mode (worker 0, node 1)
     "tf_worker": 10,         # gRPC server of a TensorFlow worker
     "tf_ps": 11,             # gRPC server of a TensorFlow parameter server
     "tf_chief": 12,          # gRPC server of the TensorFlow coordinator (node 1)
@@ -47,6 +48,14 @@ def tf_config(cell, nodes, role, rank):
         cluster["ps"] = addresses("tf_ps")
         cluster["chief"] = addresses("tf_chief")[:1]
     return {"cluster": cluster, "task": {"type": role, "index": rank}}
+
+
+def agree_address(cell, nodes):
+    """host:port where worker 0 of a synchronous cell in the verdict profile takes the workers'
+    stop votes (bench/common/agree.py); None where the workers decide alone or never."""
+    if not cell.precision or cell.mode != "sync":
+        return None
+    return "%s:%d" % (nodes[0].host.address, port(nodes[0], "agree"))
 
 
 def profiler_services(cell, nodes):

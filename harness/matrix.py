@@ -42,6 +42,13 @@ PROFILES = {
               "steps": 396, "warmup": 10, "data": "real", "profile_steps": 20},
     "quick": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 1,
               "steps": 30, "warmup": 5, "data": "synthetic", "profile_steps": 10},
+    # adaptive (issue 16): per cell, two or more short epochs over a subset of each shard (the
+    # first uncached, the later ones cached as TensorFlow caches them) until the 95% interval
+    # of the later epochs' mean step is within +-2% (or 4 epochs); the analysis projects the
+    # paper's 10 x 396 steps from the first epoch's rate and the later epochs' rate
+    "verdict": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 2,
+                "steps": 40, "warmup": 5, "data": "real", "profile_steps": 10,
+                "precision": 0.02, "max_epochs": 4},
     # every system-mode, about 10 steps: a check that everything runs, not a measurement
     "smoke": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
               "steps": 12, "warmup": 2, "data": "synthetic", "profile_steps": 5},
@@ -66,6 +73,10 @@ class Cell:
     repeat: int = 0
     link: str = ""  # link setting on the emulated cluster (`bench --network`), "" = as it is
     profile_steps: int = 0  # profiled steps after the timed ones (operator profile), 0 = none
+    # the verdict profile: stop once the mean step is known to +-precision, between `epochs`
+    # and `max_epochs` epochs, each over the first steps_per_epoch x local_batch images
+    precision: float = 0.0  # 0: exactly epochs x steps_per_epoch steps
+    max_epochs: int = 0
 
     @property
     def settings(self):
@@ -75,8 +86,9 @@ class Cell:
     def config_hash(self):
         settings = self.settings
         del settings["profile_steps"]  # run after the timed steps: it changes no measurement
-        if not settings["link"]:
-            del settings["link"]  # ids of unshaped cells stay what they were
+        for optional in ("link", "precision", "max_epochs"):
+            if not settings[optional]:
+                del settings[optional]  # ids of cells without them stay what they were
         text = json.dumps(settings, sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:8]
 
@@ -86,7 +98,13 @@ class Cell:
 
     @property
     def total_steps(self):
-        return self.epochs * self.steps_per_epoch
+        """The most steps the cell may time (the verdict profile's ceiling)."""
+        return max(self.epochs, self.max_epochs if self.precision else 0) * self.steps_per_epoch
+
+    @property
+    def subset_images(self):
+        """The verdict profile's epochs run over the first images of each shard only."""
+        return self.steps_per_epoch * self.local_batch if self.precision else 0
 
     @property
     def input_size(self):
@@ -122,7 +140,8 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
                         steps_per_epoch=steps, warmup_steps=min(spec["warmup"], steps - 1),
                         data=data or spec["data"],
                         profile_steps=spec["profile_steps"] if profile_steps is None
-                        else profile_steps)
+                        else profile_steps, precision=spec.get("precision", 0.0),
+                        max_epochs=spec.get("max_epochs", 0))
             cells.append(base)
     # repeats interleaved (the whole matrix, then again): slow drift of the machine spreads
     # over every cell instead of biasing one

@@ -70,6 +70,12 @@ TF_PORTS = {"worker": "tf_worker", "ps": "tf_ps", "chief": "tf_chief"}
 
 def _ports(cell, node, role, rank):
     """The fixed ports this role listens on (the others are ephemeral)."""
+    voting = role == "worker" and rank == 0 and layout.agree_address(cell, [node])
+    return _framework_ports(cell, node, role, rank) | (
+        {layout.port(node, "agree")} if voting else set())
+
+
+def _framework_ports(cell, node, role, rank):
     if cell.framework == "pytorch":
         return {layout.port(node, "torch_master")} if rank == 0 else set()
     if cell.framework == "mxnet":

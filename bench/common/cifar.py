@@ -37,10 +37,13 @@ def check_enough(config, images):
                             config["local_batch"], needed))
 
 
-def load(path, label_bytes, input_size):
+def load(path, label_bytes, input_size, limit=0):
     """The shard, resized once to input_size (a multiple of 32) by pixel repetition: every
-    framework sees the same pixels (AlexNet: 64x64, Table IV)."""
+    framework sees the same pixels (AlexNet: 64x64, Table IV). limit > 0: its first `limit`
+    images only (the verdict profile's subset, so that an epoch is short)."""
     labels, images = read_shard(path, label_bytes)
+    if limit:
+        labels, images = labels[:limit], images[:limit]
     factor = input_size // 32
     if factor * 32 != input_size or factor < 1:
         raise ValueError("input size %d is not a multiple of 32" % input_size)

@@ -5,29 +5,34 @@ logging, so every framework is timed the same way (docs/methodology.md).
 """
 import time
 
+from . import agree, precision
 from .runner import log
 from .timer import StepTimer
 
 
 def timed_steps(config, sampler, epoch_batches, train_step):
-    """Run epochs x steps_per_epoch steps.
+    """Run epochs x steps_per_epoch steps (the verdict profile: until the mean step is known
+    well enough, see StopRule).
 
     epoch_batches(epoch) -> an iterator of batches for that epoch;
     train_step(batch, timer) runs one step; it may call timer.lap(name) for its own phases
     and must return only when the step's work is finished (the framework synchronised).
-    Returns ({steps, train_seconds, wall_step, step_samples, first_step_ended, loop_ended,
-    net_bytes_sent, net_bytes_recv}, the last batch); wall_step = the loop's wall time over the
-    measured steps / their number, the step time without the phase timers; step_samples = the
-    measured steps' times (the analysis bootstraps its interval from them); first_step_ended
-    and loop_ended are time.time() stamps: start-up ends with the first step.
+    Returns ({steps, train_seconds, wall_step, step_samples, step_epochs, first_step_ended,
+    loop_ended, net_bytes_sent, net_bytes_recv, stopped_by, halfwidth}, the last batch);
+    wall_step = the loop's wall time over the measured steps / their number, the step time
+    without the phase timers; step_samples = the measured steps' times (the analysis
+    bootstraps its interval from them) and step_epochs their epochs; first_step_ended and
+    loop_ended are time.time() stamps: start-up ends with the first step.
     """
+    rule = StopRule(config)
     net_before, started = sampler.net_counters(), time.time()
     timer = StepTimer()
-    total = config["epochs"] * config["steps_per_epoch"]
+    total = rule.ceiling
     batch = None
     measured_from = time.perf_counter()
     first_step_ended = None
-    for epoch in range(config["epochs"]):
+    epoch = 0
+    while not rule.reached:
         batches = epoch_batches(epoch)
         for _ in range(config["steps_per_epoch"]):
             index = len(timer.steps)
@@ -45,16 +50,71 @@ def timed_steps(config, sampler, epoch_batches, train_step):
                 first_step_ended = time.time()
             if index % max(1, total // 10) == 0 or index == total - 1:
                 log(config, "step %d/%d %.3fs" % (index + 1, total, step["total"]))
+            if rule.stop_after(timer.steps):
+                break
+        epoch += 1
     measured_wall = time.perf_counter() - measured_from
-    sampler.progress(step=total)
+    done = len(timer.steps)
+    sampler.progress(step=done)
     train_seconds = time.time() - started
     net_after = sampler.net_counters()
+    measured = [s for s in timer.steps if not s["warmup"]]
+    if rule.reached != "fixed":
+        log(config, "stopped after %d steps: %s (95%% interval of the later epochs' mean step "
+                    "+-%.1f%%)" % (done, rule.reached, 100 * rule.halfwidth))
     return {"steps": timer.steps, "train_seconds": train_seconds,
-            "wall_step": measured_wall / (total - config["warmup_steps"]),
-            "step_samples": [s["total"] for s in timer.steps if not s["warmup"]],
+            "wall_step": measured_wall / (done - config["warmup_steps"]),
+            "step_samples": [s["total"] for s in measured],
+            "step_epochs": [s["epoch"] for s in measured],
+            "stopped_by": rule.reached, "halfwidth": rule.finite_halfwidth(),
             "first_step_ended": first_step_ended, "loop_ended": time.time(),
             "net_bytes_sent": net_after[0] - net_before[0],
             "net_bytes_recv": net_after[1] - net_before[1]}, batch
+
+
+class StopRule(object):
+    """When the timed loop stops. Fixed (every profile but verdict): after epochs x
+    steps_per_epoch steps. Adaptive (config precision > 0, the verdict profile): not before
+    `epochs` epochs (the floor: the first, uncached epoch and at least one later one), then
+    every `check_every` steps, once the 95% interval of the later epochs' mean step is within
+    +-precision (bench/common/precision.py), and at the latest after `max_epochs` epochs (the
+    ceiling). Workers of a synchronous mode decide together (agree_address, agree.py)."""
+
+    def __init__(self, config):
+        per_epoch = config["steps_per_epoch"]
+        self.precision = float(config.get("precision") or 0)
+        self.floor = config["epochs"] * per_epoch
+        self.ceiling = (max(config.get("max_epochs") or 0, config["epochs"]) * per_epoch
+                        if self.precision else self.floor)
+        self.check_every = int(config.get("check_every") or 10)
+        self.halfwidth = float("inf")
+        self.reached = None
+        self.agreement = None
+        if self.precision and config.get("agree_address"):
+            self.agreement = agree.Agreement(config["agree_address"], config["rank"],
+                                             config["world_size"],
+                                             config["collective_timeout"])
+
+    def stop_after(self, steps):
+        return self.decide(len(steps), lambda: [s["total"] for s in steps
+                                                if s["epoch"] >= 1 and not s["warmup"]])
+
+    def decide(self, done, later_samples):
+        """After `done` steps: stop? later_samples() -> the later epochs' step times."""
+        if done >= self.ceiling:
+            self.reached = "ceiling" if self.precision else "fixed"
+        elif self.precision and done >= self.floor and (done - self.floor) % self.check_every == 0:
+            self.halfwidth = precision.relative_halfwidth(later_samples())
+            known = self.halfwidth <= self.precision
+            if self.agreement is not None:
+                known = self.agreement.vote(known)
+            self.reached = "precision" if known else None
+        if self.reached and self.agreement is not None:
+            self.agreement.close()
+        return bool(self.reached)
+
+    def finite_halfwidth(self):
+        return self.halfwidth if self.halfwidth < float("inf") else None
 
 
 def endless(make_batches):

@@ -29,7 +29,9 @@ def run(config, train, versions):
     # this prints every thread's stack to the log first.
     faulthandler.enable(all_threads=True)
     out_dir = config["out_dir"]
-    total = config["epochs"] * config["steps_per_epoch"]
+    epochs = max(config["epochs"], config.get("max_epochs") or 0) if config.get("precision") \
+        else config["epochs"]  # the verdict profile: its ceiling
+    total = epochs * config["steps_per_epoch"]
     sampler = Sampler(out_dir, config["sample_interval"], config.get("interface"), total).start()
     result = {"config": config, "versions": versions, "host": socket.gethostname(),
               "python": platform.python_version(), "pid": os.getpid(),

@@ -7,8 +7,8 @@ from bench.common import cifar
 
 
 class ShardDataset(Dataset):
-    def __init__(self, path, label_bytes, input_size):
-        self.labels, self.images = cifar.load(path, label_bytes, input_size)
+    def __init__(self, path, label_bytes, input_size, limit=0):
+        self.labels, self.images = cifar.load(path, label_bytes, input_size, limit)
 
     def __len__(self):
         return len(self.labels)
@@ -18,7 +18,8 @@ class ShardDataset(Dataset):
 
 
 def loader(config):
-    dataset = ShardDataset(config["shard"], config["label_bytes"], config["input_size"])
+    dataset = ShardDataset(config["shard"], config["label_bytes"], config["input_size"],
+                           config.get("subset_images", 0))
     cifar.check_enough(config, len(dataset))
     workers = config["loader_workers"]
     generator = torch.Generator()

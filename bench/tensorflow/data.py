@@ -50,6 +50,9 @@ def dataset(config, path_tensor, images, seed):
     worker so workers reading the same file do not read it in the same order."""
     parallel = config["loader_workers"]
     ds = records(path_tensor, config["label_bytes"])
+    if config.get("subset_images"):  # the verdict profile: short epochs, cached after the first
+        ds = ds.take(config["subset_images"])
+        images = min(images, config["subset_images"])
     ds = ds.map(decode(config["label_bytes"], config["input_size"]), num_parallel_calls=parallel)
     ds = ds.cache().shuffle(images, seed=seed, reshuffle_each_iteration=True)
     ds = ds.map(normalise, num_parallel_calls=parallel)

@@ -93,7 +93,7 @@ def train_sync(config, sampler, finish=None):
         model = models.build(config["network"], config["classes"], config["input_size"])
         step = replica_step(config, model, sgd(config))
     images = data.image_count(config["shard"], config["label_bytes"])
-    cifar.check_enough(config, images)
+    cifar.check_enough(config, min(images, config.get("subset_images") or images))
     dist = strategy.distribute_datasets_from_function(
         lambda ctx: data.dataset(config, config["shard"], images,
                                  config["seed"] + config["rank"]))
@@ -189,38 +189,60 @@ def closure(step):
     return run
 
 
-def schedule_all(config, sampler, coordinator, fn, iterator, total):
-    """Keep 2 closures per worker queued (never a barrier); progress = closures fetched."""
-    window = 2 * config["world_size"]
+def schedule_all(config, sampler, coordinator, fn, iterator, rule):
+    """Keep 2 closures per worker queued (never a barrier); progress = closures fetched. A
+    step is one closure per worker; the chief alone decides when to stop (loop.StopRule: the
+    fixed count, or the verdict profile's precision on the closures fetched so far)."""
+    world = config["world_size"]
+    window = 2 * world
     pending, done = [], []
-    for i in range(total):
+    scheduled = 0
+    while True:
         pending.append(coordinator.schedule(fn, args=(iterator,)))
+        scheduled += 1
         if len(pending) > window:
             done.append(pending.pop(0).fetch())
-            sampler.progress(phase="train", step=len(done) // config["world_size"])
+            sampler.progress(phase="train", step=len(done) // world)
+        if scheduled % world == 0 and rule.decide(scheduled // world,
+                                                  lambda: later_intervals(config, done)):
+            break
     coordinator.join()
     return done + [p.fetch() for p in pending]
 
 
+def later_intervals(config, records):
+    """The chief's steady rate after the first epoch, as closure intervals (closure_intervals)."""
+    first_epoch = config["steps_per_epoch"] * config["world_size"]
+    later = [{"start": float(r["start"]), "total": float(r["end"] - r["start"])}
+             for r in records[first_epoch:]]
+    return closure_intervals(config, later)[0]
+
+
 def async_steps(config, records):
-    """Closure timings -> per-worker step lists (warm-up = each worker's first steps)."""
+    """Closure timings -> per-worker step lists (warm-up = each worker's first steps; epoch =
+    the closure's place in the schedule over steps_per_epoch closures per worker)."""
+    per_epoch = config["steps_per_epoch"] * config["world_size"]
     by_worker = {}
-    for r in sorted(records, key=lambda r: float(r["start"])):
-        by_worker.setdefault(int(r["worker"]), []).append(r)
+    for order, r in sorted(enumerate(records), key=lambda o_r: float(o_r[1]["start"])):
+        by_worker.setdefault(int(r["worker"]), []).append((order, r))
     steps = {}
     for worker, rows in by_worker.items():
         steps[worker] = [{"total": float(r["end"] - r["start"]),
                           "loading": float(r["ready"] - r["start"]),
                           "loss": float(r["loss"]), "start": float(r["start"]),
-                          "warmup": i < config["warmup_steps"]} for i, r in enumerate(rows)]
+                          "epoch": order // per_epoch,
+                          "warmup": i < config["warmup_steps"]}
+                         for i, (order, r) in enumerate(rows)]
     return steps
 
 
 def closure_intervals(config, measured):
     """The chief's steady rate as samples: the gaps between successive measured closures'
-    ends, times the workers (a step is one closure per worker), so their mean is wall_step."""
-    ends = sorted(s["start"] + s["total"] for s in measured)
-    return [(b - a) * config["world_size"] for a, b in zip(ends, ends[1:])]
+    ends, times the workers (a step is one closure per worker), so their mean is wall_step;
+    and the epoch of each gap's later closure."""
+    ends = sorted((s["start"] + s["total"], s.get("epoch", 0)) for s in measured)
+    gaps = [(b[0] - a[0]) * config["world_size"] for a, b in zip(ends, ends[1:])]
+    return gaps, [b[1] for b in ends[1:]]
 
 
 def train_async(config, sampler):
@@ -235,28 +257,30 @@ def train_async(config, sampler):
         step = replica_step(config, model, sgd(config))
     per_worker = coordinator.create_per_worker_dataset(full_dataset_fn(config))
     fn = tf.function(lambda iterator: strategy.run(closure(step), args=(iterator,)))
-    total = config["epochs"] * config["steps_per_epoch"] * config["world_size"]
-    runner.log(config, "%s: %d parameters, %d closures over %d workers (ParameterServer)"
-               % (config["network"], models.parameter_count(model), total,
-                  config["world_size"]))
+    rule = loop.StopRule(config)  # the chief's alone: no agreement in an async mode
+    runner.log(config, "%s: %d parameters, up to %d closures over %d workers (ParameterServer)"
+               % (config["network"], models.parameter_count(model),
+                  rule.ceiling * config["world_size"], config["world_size"]))
     started = time.time()
     iterator = iter(per_worker)
-    records = schedule_all(config, sampler, coordinator, fn, iterator, total)
+    records = schedule_all(config, sampler, coordinator, fn, iterator, rule)
     train_seconds = time.time() - started
-    sampler.progress(step=config["epochs"] * config["steps_per_epoch"])
+    sampler.progress(step=len(records) // config["world_size"])
     calibration = calibrate(config, sampler, model.get_weights(), local_batch(config))
     steps = async_steps(config, records)
     measured = [s for w in steps for s in steps[w] if not s["warmup"]]
     ends = sorted(float(r["end"]) for r in records)
     summaries = {w: summarise(s, calibration, worker_updates=False) for w, s in steps.items()}
     wall = ends[-1] - min(s["start"] for s in measured)
+    samples, epochs = closure_intervals(config, measured)
     first = min(records, key=lambda r: float(r["start"]))
     profiled = profile_async(config, sampler, coordinator, fn, iterator,
                              wall / len(measured)) if profile.wanted(config) else None
     return {"profile": profiled, "steps": [s for w in sorted(steps) for s in steps[w]],
             "train_seconds": train_seconds,
             "wall_step": wall * config["world_size"] / len(measured),
-            "step_samples": closure_intervals(config, measured),
+            "step_samples": samples, "step_epochs": epochs,
+            "stopped_by": rule.reached, "halfwidth": rule.finite_halfwidth(),
             # on the chief's clock: the first closure, timed on its worker, as if it began
             # when scheduling began (the workers' clocks may differ from the chief's)
             "first_step_ended": started + float(first["end"] - first["start"]),

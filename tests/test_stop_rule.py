@@ -1,0 +1,106 @@
+"""The verdict profile's stop rule (bench/common/loop.py, precision.py, agree.py): a loop stops
+between its floor and ceiling once the mean step of the later epochs is known to +-2%, and
+the workers of a synchronous mode stop at the same step."""
+import math
+import random
+import socket
+import threading
+
+import pytest
+
+from bench.common import agree, loop, precision
+
+
+class Sampler(object):
+    def progress(self, **kwargs):
+        pass
+
+    def net_counters(self):
+        return (0, 0)
+
+
+def run_loop(step_seconds, precision_goal=0.02, epochs=2, max_epochs=4, per_epoch=40, **more):
+    """The loop with a fake step whose recorded time is step_seconds(index)."""
+    config = dict({"epochs": epochs, "max_epochs": max_epochs, "steps_per_epoch": per_epoch,
+                   "warmup_steps": 5, "precision": precision_goal, "check_every": 10,
+                   "rank": 0, "world_size": 1, "node": "n", "collective_timeout": 10}, **more)
+    index = [0]
+
+    def step(batch, timer):
+        timer._step_start -= step_seconds(index[0])  # the step "took" this long
+        index[0] += 1
+
+    def batches(epoch):
+        return iter(range(per_epoch))
+    return loop.timed_steps(config, Sampler(), batches, step)[0]
+
+
+def test_steady_steps_stop_at_the_floor():
+    result = run_loop(lambda i: 0.1)
+    assert len(result["steps"]) == 80  # two epochs of 40: the floor
+    assert result["stopped_by"] == "precision" and result["halfwidth"] == pytest.approx(0, abs=1e-3)
+    assert result["step_epochs"].count(0) == 35 and result["step_epochs"].count(1) == 40
+
+
+def test_noisy_steps_run_to_the_ceiling_and_say_so():
+    noise = random.Random(1)
+    result = run_loop(lambda i: 0.1 * (1 + noise.choice([-0.9, 0.9])))
+    assert len(result["steps"]) == 160 and result["stopped_by"] == "ceiling"
+    assert result["halfwidth"] > 0.02
+
+
+def test_steps_that_settle_stop_between_floor_and_ceiling():
+    noise = random.Random(2)
+    # noisy through epoch 2 (+-3% at the floor), then steady: known after some more steps
+    result = run_loop(lambda i: 0.1 * (1 + (noise.uniform(-0.15, 0.15) if i < 80 else 0)))
+    assert 80 < len(result["steps"]) < 160 and result["stopped_by"] == "precision"
+    assert (len(result["steps"]) - 80) % 10 == 0  # only at checks
+
+
+def test_fixed_profiles_keep_their_step_count():
+    result = run_loop(lambda i: 0.1, precision_goal=0, epochs=1, per_epoch=12)
+    assert len(result["steps"]) == 12 and result["stopped_by"] == "fixed"
+    assert result["halfwidth"] is None
+
+
+def test_halfwidth_by_batch_means():
+    assert precision.relative_halfwidth([1.0] * 19) == math.inf  # too few for 10 batches
+    # batch means 1, 3, 1, 3, ...: mean 2, sd 1.054, +-2.262 x 1.054 / sqrt(10) / 2
+    samples = sum([[1.0] * 5 if i % 2 == 0 else [3.0] * 5 for i in range(10)], [])
+    assert precision.relative_halfwidth(samples) == pytest.approx(2.262 * 1.0541 / 10 ** 0.5 / 2,
+                                                                  rel=1e-3)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_workers_stop_together_when_every_one_is_done():
+    address = "127.0.0.1:%d" % free_port()
+    votes = {0: [True, True], 1: [False, True], 2: [True, True]}
+    answers = {}
+    peers = [agree.Agreement(address, rank, 3, timeout=10) for rank in (0, 1, 2)]
+
+    def worker(rank):
+        answers[rank] = [peers[rank].vote(v) for v in votes[rank]]
+        peers[rank].close()
+    threads = [threading.Thread(target=worker, args=(r,)) for r in (0, 1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    # worker 1 was not done at the first check: nobody stops there; at the second, all do
+    assert answers == {r: [False, True] for r in (0, 1, 2)}
+
+
+def test_a_peer_that_leaves_is_an_error_not_a_hang():
+    address = "127.0.0.1:%d" % free_port()
+    leader = agree.Agreement(address, 0, 2, timeout=5)
+    follower = agree.Agreement(address, 1, 2, timeout=5)
+    follower.peers = follower._connect()
+    follower.close()  # leaves without voting
+    with pytest.raises(ConnectionError, match="left before the stop decision"):
+        leader.vote(True)
+    leader.close()
