@@ -30,7 +30,9 @@ COMMON = {
                  "Ansible YAML inventory [invoke.yaml: local]",
     "stack": "version set in stacks/ (current, paper) [invoke.yaml: current]",
     "profile": "smoke (the five system-modes on LeNet-5, 12 steps), quick (all 30 cells, 30 "
-               "steps) or paper (Tables III-IV: 396 steps x 10 epochs) [invoke.yaml: smoke]",
+               "steps), verdict (all 30 cells, each until its mean step is known to +-2%: a "
+               "projection of paper) or paper (Tables III-IV: 396 steps x 10 epochs) "
+               "[invoke.yaml: smoke]",
     "data": "synthetic (generated CIFAR-format data) or real (the official archives); "
             "default: the profile's",
 }
@@ -70,12 +72,14 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                         "50mbit,1gbit,10gbit (reshaped between settings, recorded per cell)",
                 profile_steps="profiled steps per cell after the timed ones, for the operator "
                               "profiles (0: none) [smoke 5, quick 10, paper 20]",
+                max_hours="refuse to start a plan expected to take longer (estimates from "
+                          "earlier runs or `invoke estimate`; see --dry-run)",
                 results="results folder [invoke.yaml: results]"))
 @_user_errors
 def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
           repeats=None, network=None, nodes=None, results=None, fail_fast=False,
-          retry_failed=False, force=False, profile_steps=None):
+          retry_failed=False, force=False, profile_steps=None, max_hours=None):
     """Run the matrix (or resume a run): one cell at a time on every node at once, watched,
     stopped by pid."""
     from harness import commands
@@ -88,7 +92,22 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
                    repeats=commands.check_positive("repeats", repeats) or 1, network=network,
                    node_counts=nodes, fail_fast=fail_fast, retry_failed=retry_failed,
                    force=force,
-                   profile_steps=commands.check_positive("profile-steps", profile_steps, 0))
+                   profile_steps=commands.check_positive("profile-steps", profile_steps, 0),
+                   max_hours=commands.check_hours(max_hours))
+
+
+@task(help=dict(COMMON, benchmarks="comma-separated subset", systems="comma-separated subset",
+                results="results folder [invoke.yaml: results]"))
+@_user_errors
+def estimate(c, inventory=None, stack=None, profile=None, benchmarks=None, systems=None,
+             data=None, results=None):
+    """Time a few steps of every cell of a plan, so that `bench --dry-run` and --max-hours can
+    tell how long the real run will take."""
+    from harness import commands
+    d = _defaults(c)
+    commands.estimate_run(inventory or d["inventory"], stack or d["stack"],
+                          profile or d["profile"], results or d["results"],
+                          benchmarks=benchmarks, systems=systems, data=data)
 
 
 @task(help={"inventory": COMMON["inventory"], "run": "run id (default: the latest)",
@@ -225,6 +244,7 @@ def cluster_status(c):
     cluster.status()
 
 
-ns = Collection(provision, bench, collect, analyze, compare, reproduce, overhead, crosscheck,
+ns = Collection(provision, bench, estimate, collect, analyze, compare, reproduce, overhead,
+                crosscheck,
                 analysis_bench, fault_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))

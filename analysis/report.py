@@ -227,7 +227,8 @@ def execution_section(fig3, groups):
                      _num(g.startup, "%.2f"), _num(g.wall_step, "%.4f"),
                      _num(g.execution_seconds, "%.1f"),
                      "-" if g.ci_low != g.ci_low else "%.1f - %.1f" % (g.ci_low, g.ci_high),
-                     "projected" if g.projected else "measured",
+                     ("projected" if g.projected else "measured")
+                     + (", stopped at %s" % g.stop if g.stop else ""),
                      _num(g.cv, "%.1f%%", 100), "CV > 5%" if g.unstable else ""]
                     + [_num(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
                     + [_num(g.peak_rss_mb, "%.0f")])

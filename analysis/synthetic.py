@@ -10,17 +10,18 @@ ROLES = {"sync": ["worker"], "ps": ["worker", "server"], "tf-ps": ["worker", "ps
 
 
 def cell(benchmark, system, seconds, repeat=0, status="succeeded", steps=396, epochs=10,
-         phases=None, nodes=3, startup=0.0, samples=None):
+         phases=None, nodes=3, startup=0.0, samples=None, sample_epochs=None):
     """One cell: its measured execution time (process start to the loop's end), start-up,
     per-step phases (default: a quarter each of (seconds - startup) / steps), and the measured
-    steps' times (default: 20 steps all at the mean step)."""
+    steps' times (default: 20 steps all at the mean step) with their epochs (default none)."""
     step = (seconds - startup) / (steps * epochs)
     phases = phases or {p: step / 4 for p in ("loading", "forward", "backward", "communication")}
     step = sum(phases.values())
     return {"benchmark": benchmark, "system": system, "seconds": seconds, "repeat": repeat,
             "status": status, "steps": steps, "epochs": epochs, "phases": phases,
             "nodes": nodes, "startup": startup,
-            "samples": [step] * 20 if samples is None else list(samples)}
+            "samples": [step] * 20 if samples is None else list(samples),
+            "sample_epochs": sample_epochs}
 
 
 def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manifest=None):
@@ -78,7 +79,7 @@ def _worker_records(spec, base):
         out += [dict(rec, metric=k, value=v, unit="") for k, v in values.items()]
         samples = spec["samples"]
         out.append(dict(rec, metric="step_samples", value=len(samples), unit="steps",
-                        samples=samples))
+                        samples=samples, sample_epochs=spec.get("sample_epochs")))
     return out
 
 

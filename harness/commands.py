@@ -3,15 +3,15 @@ import json
 import time
 from pathlib import Path
 
-from . import (collect, datasets, interrupts, inventory, launch, matrix, nodes as nodes_mod,
-               preflight, provision, resume, shaping, stacks)
+from . import (collect, datasets, estimate, interrupts, inventory, launch, matrix,
+               nodes as nodes_mod, preflight, provision, resume, shaping, stacks)
 from .errors import UserError
 
 
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
           repeats=1, network=None, node_counts=None, fail_fast=False, retry_failed=False,
-          force=False, profile_steps=None):
+          force=False, profile_steps=None, max_hours=None):
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
     options = {"benchmarks": benchmarks, "systems": systems, "epochs": epochs, "steps": steps,
@@ -31,8 +31,10 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
                             profile_steps=profile_steps)
         todo = cells
     run_id = run_id or collect.new_run_id()
+    expected = estimate.plan_seconds(todo, estimate.history(results, inv.name, stack.name))
     if dry_run:
-        return _dry_run(cells, run_id, nodes, stack)
+        return _dry_run(cells, run_id, nodes, stack, expected)
+    _check_limit(expected, max_hours)
     path = Path(results) / run_id
     if not todo:
         print("run %s: nothing left to run (--retry-failed or --force run cells again)" % run_id)
@@ -42,7 +44,27 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
         resume.prepare(path, todo, nodes)
     else:
         _start_run(path, inv, stack, profile, cells, options)
-    return _run_cells(path, run_id, todo, nodes, stack, timeout, fail_fast)
+    print(estimate.describe(*expected)[-1], flush=True)
+    return _run_cells(path, run_id, todo, nodes, stack, timeout, fail_fast, expected[0])
+
+
+def _check_limit(expected, max_hours):
+    """--max-hours: refuse, before anything starts, a plan expected to take longer, or one
+    whose duration cannot be told."""
+    if max_hours is None:
+        return
+    rows, total = expected
+    unknown = [cell.id for cell, seconds, _ in rows if seconds is None]
+    if unknown:
+        raise UserError("--max-hours %g: %d cell(s) have no estimate yet (e.g. %s)"
+                        % (max_hours, len(unknown), unknown[0]),
+                        "run `invoke estimate` with the same options first, or drop "
+                        "--max-hours")
+    if total > max_hours * 3600:
+        raise UserError("the plan is expected to take %s, over --max-hours %g"
+                        % (estimate.duration(total), max_hours),
+                        "narrow it (--benchmarks, --systems, --profile verdict) or raise "
+                        "--max-hours; `invoke bench --dry-run` lists each cell's estimate")
 
 
 def _start_run(path, inv, stack, profile, cells, options):
@@ -54,15 +76,18 @@ def _start_run(path, inv, stack, profile, cells, options):
         _write_status(path, cell, {"status": "pending"})
 
 
-def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast):
+def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=()):
     outcomes = {}
+    seconds = {cell.id: s for cell, s, _ in expected}
     interrupts.install()  # Ctrl-C, `kill` or a CI timeout: stop the cell, clean up, keep data
     try:
         for index, cell in enumerate(cells, 1):
             interrupts.check()
             print("cell %d/%d" % (index, len(cells)), flush=True)
             shaping.apply(cell)
-            outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout)
+            after = [seconds.get(c.id) for c in cells[index:]]
+            outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout,
+                                         sum(s for s in after if s is not None))
             if fail_fast and outcomes[cell.id] != "succeeded" and index < len(cells):
                 print("stopping (--fail-fast): %d cell(s) left pending; resume with "
                       "`invoke bench --run %s`" % (len(cells) - index, run_id), flush=True)
@@ -88,14 +113,15 @@ def _shards(cell, nodes_count):
     return json.loads((meta / "shards.json").read_text())
 
 
-def _run_one(path, run_id, cell, nodes, stack, timeout):
+def _run_one(path, run_id, cell, nodes, stack, timeout, after=0.0):
+    """after: the expected seconds of the cells after this one (the run's ETA)."""
     shards = _shards(cell, cell.nodes)
     processes = launch.prepare(cell, run_id, nodes, stack, shards)
     status = {"cell_id": cell.id, "settings": cell.settings, "status": "running"}
     _write_status(path, cell, status)
     try:
         launch.run_cell(cell, processes, timeout or cell.default_timeout(), status,
-                        save=lambda: _write_status(path, cell, status))
+                        save=lambda: _write_status(path, cell, status), after=after)
     finally:
         status["fetched_files"] = collect.fetch_cell(path, status, nodes)
         _write_status(path, cell, status)
@@ -120,13 +146,16 @@ def _report(cell, status):
             print("  --- last lines of %s ---\n%s" % (label, tail))
 
 
-def _dry_run(cells, run_id, nodes, stack):
-    """Print the cells and each node's rendered script; touches no node."""
+def _dry_run(cells, run_id, nodes, stack, expected):
+    """Print the cells, their expected durations and each node's rendered script; touches no
+    node."""
     print("%d cell(s):" % len(cells))
     for cell in cells:
         print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s%s"
               % (cell.id, cell.system, cell.nodes, cell.epochs, cell.steps_per_epoch,
                  cell.local_batch, cell.data, ", links %s" % cell.link if cell.link else ""))
+    print("\n".join(["expected durations (from earlier runs on this inventory and stack):"]
+                    + estimate.describe(*expected)))
     for cell in cells:
         shards = {"id": datasets.dataset_id(cell.dataset, cell.data),
                   "classes": datasets.spec(cell.dataset).classes,
@@ -193,6 +222,30 @@ def reproduce(inventory_name, stack_name, profile, results, data=None):
           % (time.monotonic() - began, built["report"], " ".join(built["figures"]),
              outcome["path"]))
     return built
+
+
+def estimate_run(inventory_name, stack_name, profile, results, benchmarks=None, systems=None,
+                 data=None):
+    """`invoke estimate`: every cell of the plan for a few steps, no profiled steps, in a run
+    of its own (estimate-<time>): the basis of later estimates (harness/estimate.py)."""
+    run_id = "estimate-%s" % collect.new_run_id()
+    return bench(inventory_name, stack_name, profile, results, run_id=run_id,
+                 benchmarks=benchmarks, systems=systems, data=data, epochs=1,
+                 steps=estimate.ESTIMATE_STEPS, profile_steps=0)
+
+
+def check_hours(value):
+    """--max-hours: None, or a positive number of hours."""
+    if value is None:
+        return None
+    try:
+        hours = float(value)
+    except ValueError:
+        hours = 0
+    if not hours > 0:
+        raise UserError("--max-hours must be a positive number of hours, not %r" % value,
+                        "e.g. --max-hours 2.5")
+    return hours
 
 
 def check_positive(name, value, least=1):

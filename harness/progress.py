@@ -1,4 +1,6 @@
-"""What the user sees while a cell runs: per node, steps done of total and the current phase.
+"""What the user sees while a cell runs: per node, steps done of total and the current phase,
+and the ETA of the cell (from its steps so far) and of the run (plus the later cells' estimates,
+harness/estimate.py).
 
 On a terminal: a live table (rich). Elsewhere (CI, a log file): one line every LINE_SECONDS.
 """
@@ -12,9 +14,10 @@ LINE_SECONDS = 10
 
 
 class CellProgress:
-    def __init__(self, cell, processes, console=None):
+    def __init__(self, cell, processes, console=None, after=0.0):
         self.cell = cell
         self.processes = processes
+        self.after = after  # expected seconds of the cells after this one
         self.console = console or Console()
         if not self.console.is_terminal:
             self.console.width = 200  # log lines, not a screen: do not wrap them
@@ -42,16 +45,33 @@ class CellProgress:
             self._last_line = time.monotonic()
             parts = ["%s %s %s" % (p.label, _steps(p), p.progress.get("phase", "starting"))
                      for p in processes]
-            self.console.print("  [%4.0fs] %s" % (elapsed, " | ".join(parts)), highlight=False)
+            self.console.print("  [%4.0fs%s] %s" % (elapsed, self.eta(processes, elapsed),
+                                                     " | ".join(parts)), highlight=False)
+
+    def eta(self, processes, elapsed):
+        """", cell ETA x, run ETA y" once steps are timed: the cell's remaining steps at its
+        rate so far (start-up included: an upper bound early on), plus the later cells'."""
+        done = max([p.progress.get("step") or 0 for p in processes] + [0])
+        total = self.cell.total_steps
+        if not done or done >= total:
+            return ""
+        left = elapsed * (total - done) / float(done)
+        return ", cell ETA %s, run ETA %s" % (_short(left), _short(left + self.after))
 
     def _table(self, processes, elapsed):
-        table = Table(title="%s  elapsed %.0f s" % (self.cell.id, elapsed), title_justify="left")
+        table = Table(title="%s  elapsed %.0f s%s" % (self.cell.id, elapsed,
+                                                      self.eta(processes, elapsed)),
+                      title_justify="left")
         for column in ("node/role", "steps", "phase", "peak RSS MB", "pid"):
             table.add_column(column)
         for p in processes:
             table.add_row(p.label, _steps(p), p.progress.get("phase", "starting"),
                           str(p.progress.get("peak_rss_mb", "")), str(p.pid or ""))
         return table
+
+
+def _short(seconds):
+    return "%.0fs" % seconds if seconds < 120 else "%.0fmin" % (seconds / 60)
 
 
 def _steps(proc):

@@ -322,3 +322,25 @@ def test_builds_of_the_papers_releases_are_not_version_deviations():
     found = {d["key"]: d["text"] for d in testbed.describe(manifest)["deviations"]}
     assert found["versions"].startswith("torch 1.7.1 (paper:")  # mxnet and TF: the paper's
     assert "python" not in found
+
+
+def test_a_run_with_later_epochs_projects_each_epoch_at_its_own_rate(tmp_path):
+    """The verdict profile: the first epoch's steps at 0.2 s (uncached input), the later at
+    0.1 s. Paper scale: start-up 5 s + 395 x 0.2 + 9 x 396 x 0.1 = 440.4 s, where one rate for
+    every step (their mean, 0.1333 s) would give 5 + 3,959 x 0.1333 = 532.9 s."""
+    samples = [0.2] * 20 + [0.1] * 40
+    mean = sum(samples) / len(samples)
+    spec = synthetic.cell("lenet5-cifar10", "pytorch-sync", 5.0 + 80 * mean, steps=40,
+                          epochs=2, startup=5.0, samples=samples,
+                          sample_epochs=[0] * 20 + [1] * 40,
+                          phases={p: mean / 4 for p in tidy.PHASES})
+    run = synthetic.write_run(tmp_path, [spec])
+    cells = tidy.cell_table(tidy.load_records(run / "records.jsonl"))
+    (row,) = cells.to_dict("records")
+    assert row["execution_seconds"] == pytest.approx(5 + 395 * 0.2 + 9 * 396 * 0.1)
+    assert stats.interval(row["execution_boot"]) == pytest.approx((440.4, 440.4))
+    # without the epochs: one rate, the old projection
+    spec["sample_epochs"] = None
+    run = synthetic.write_run(tmp_path / "b", [spec])
+    (row,) = tidy.cell_table(tidy.load_records(run / "records.jsonl")).to_dict("records")
+    assert row["execution_seconds"] == pytest.approx(5 + 3959 * mean)

@@ -1,0 +1,124 @@
+"""How long a plan will take, before it runs (`bench --dry-run`, `--max-hours`, the ETA).
+
+A cell's basis is the newest earlier run of the same cell (benchmark, system-mode, nodes, link)
+on the same inventory and stack, a real run or one of `invoke estimate`, which times a few steps
+of every cell. From its start-up, steady wall step and the rest of its duration (calibration,
+profiled steps, teardown), the cell is scaled to the planned steps:
+
+    expected = start-up + planned steps x wall step + the rest
+
+The verdict profile's planned steps are its ceiling: its estimate is an upper bound.
+"""
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+ESTIMATE_STEPS = 8  # `invoke estimate`: steps per cell (warm-up 2 included)
+
+
+@dataclass
+class Basis:
+    run_id: str
+    startup: float
+    wall_step: float
+    rest: float  # the cell's seconds beyond start-up and its timed steps
+
+    def seconds(self, cell):
+        return self.startup + cell.total_steps * self.wall_step + self.rest
+
+
+def key(settings):
+    return (settings["benchmark"], settings["system"], settings["nodes"],
+            settings.get("link") or "")
+
+
+def history(results, inventory_name, stack_name):
+    """key -> Basis from the newest run (by start time) of each cell on this inventory/stack."""
+    found = {}
+    for manifest, run in sorted(_runs(results), key=lambda m_r: m_r[0].get("started") or 0):
+        if ((manifest.get("inventory") or {}).get("name") != inventory_name
+                or (manifest.get("stack") or {}).get("name") != stack_name):
+            continue
+        timings = _timings(run / "records.jsonl")
+        for status_file in run.glob("*/status.json"):
+            status = _read(status_file)
+            settings = status.get("settings") or {}
+            timing = timings.get(status.get("cell_id"))
+            if status.get("status") != "succeeded" or not timing or not settings:
+                continue
+            steps = timing["steps"] or settings["epochs"] * settings["steps_per_epoch"]
+            rest = max(0.0, status.get("seconds", 0.0) - timing["startup"]
+                       - steps * timing["wall_step"])
+            found[key(settings)] = Basis(run.name, timing["startup"], timing["wall_step"], rest)
+    return found
+
+
+def plan_seconds(cells, basis):
+    """[(cell, seconds or None, run id of the basis or None)] and the total of the known."""
+    rows = []
+    for cell in cells:
+        found = basis.get(key(cell.settings))
+        rows.append((cell, found.seconds(cell) if found else None,
+                     found.run_id if found else None))
+    return rows, sum(s for _, s, _ in rows if s is not None)
+
+
+def describe(rows, total):
+    """Lines for the dry run: each cell's expected duration and its basis, then the total."""
+    lines = []
+    for cell, seconds, run_id in rows:
+        lines.append("  %-55s %s" % (cell.id, "%s (basis: run %s)" % (duration(seconds), run_id)
+                                     if seconds is not None else "no basis yet"))
+    unknown = sum(1 for _, s, _ in rows if s is None)
+    lines.append("expected: %s for %d of %d cell(s)%s" % (
+        duration(total), len(rows) - unknown, len(rows),
+        "; %d without a basis: `invoke estimate` times a few steps of each" % unknown
+        if unknown else ""))
+    return lines
+
+
+def duration(seconds):
+    if seconds is None:
+        return "?"
+    if seconds < 120:
+        return "%.0f s" % seconds
+    if seconds < 7200:
+        return "%.1f min" % (seconds / 60)
+    return "%.1f h" % (seconds / 3600)
+
+
+def _runs(results):
+    root = Path(results)
+    for path in root.glob("*/manifest.json") if root.is_dir() else []:
+        manifest = _read(path)
+        if manifest:
+            yield manifest, path.parent
+
+
+def _timings(records_path):
+    """cell id -> {startup, wall_step, steps}: the slowest timing process's."""
+    out = {}
+    if not records_path.is_file():
+        return out
+    per = {}
+    for line in records_path.read_text().splitlines():
+        r = json.loads(line)
+        if r.get("metric") in ("startup_seconds", "wall_step", "step_samples", "warmup_steps"):
+            proc = (r["cell_id"], r.get("node"), r.get("role"), r.get("rank"))
+            per.setdefault(proc, {})[r["metric"]] = r["value"]
+    for (cell_id, _, _, _), values in per.items():
+        if "wall_step" not in values or "startup_seconds" not in values:
+            continue
+        steps = values.get("step_samples", 0) + values.get("warmup_steps", 0)
+        best = out.get(cell_id)
+        if best is None or values["wall_step"] > best["wall_step"]:
+            out[cell_id] = {"startup": values["startup_seconds"],
+                            "wall_step": values["wall_step"], "steps": steps}
+    return out
+
+
+def _read(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}

@@ -1,0 +1,66 @@
+"""Estimates before a run (harness/estimate.py): an earlier run of the same cell on the same
+inventory and stack, scaled to the planned steps; --max-hours refuses a plan that is too long
+or cannot be told."""
+import json
+
+import pytest
+
+from harness import commands, estimate, matrix
+from harness.errors import UserError
+
+
+def earlier_run(results, run_id, inventory="local", stack="current", started=1.0,
+                wall_step=0.5, startup=10.0, seconds=30.0):
+    """One succeeded lenet5 pytorch-sync cell of 12 steps (2 warm-up): 10 + 12 x 0.5 = 16 s of
+    start-up and steps, 14 s more (calibration, profiled steps, teardown)."""
+    cell = matrix.plan("smoke", 3, systems="pytorch-sync")[0]
+    run = results / run_id
+    (run / cell.id).mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({
+        "run_id": run_id, "started": started, "inventory": {"name": inventory},
+        "stack": {"name": stack}}))
+    (run / cell.id / "status.json").write_text(json.dumps({
+        "cell_id": cell.id, "settings": cell.settings, "status": "succeeded",
+        "seconds": seconds}))
+    base = {"cell_id": cell.id, "node": "node1", "role": "worker", "rank": 0}
+    records = [dict(base, metric="wall_step", value=wall_step),
+               dict(base, metric="startup_seconds", value=startup),
+               dict(base, metric="step_samples", value=10),
+               dict(base, metric="warmup_steps", value=2)]
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return cell
+
+
+def test_a_cell_is_scaled_from_its_newest_earlier_run(tmp_path):
+    earlier_run(tmp_path, "old", started=1.0, wall_step=2.0)
+    earlier_run(tmp_path, "new", started=2.0)  # newest by start time, whatever its name
+    earlier_run(tmp_path, "zzz-other-stack", stack="paper-py39", started=3.0, wall_step=9.0)
+    basis = estimate.history(tmp_path, "local", "current")
+    paper = matrix.plan("paper", 3, systems="pytorch-sync", benchmarks="lenet5-cifar10")
+    rows, total = estimate.plan_seconds(paper, basis)
+    # 10 s start-up + 3,960 steps x 0.5 s + 14 s of the rest
+    assert total == pytest.approx(10 + 3960 * 0.5 + 14)
+    assert rows[0][2] == "new"
+
+
+def test_cells_without_a_basis_are_named(tmp_path):
+    earlier_run(tmp_path, "new")
+    quick = matrix.plan("quick", 3, systems="pytorch-sync,mxnet-sync",
+                        benchmarks="lenet5-cifar10")
+    rows, total = estimate.plan_seconds(quick, estimate.history(tmp_path, "local", "current"))
+    assert [r[1] is None for r in rows] == [False, True]
+    assert "1 without a basis: `invoke estimate`" in estimate.describe(rows, total)[-1]
+
+
+def test_max_hours_refuses_a_plan_too_long_or_unknown(tmp_path):
+    earlier_run(tmp_path, "new")
+    paper = matrix.plan("paper", 3, systems="pytorch-sync", benchmarks="lenet5-cifar10")
+    expected = estimate.plan_seconds(paper, estimate.history(tmp_path, "local", "current"))
+    commands._check_limit(expected, 1.0)  # 33.4 min: within an hour
+    with pytest.raises(UserError, match=r"expected to take 33.4 min, over --max-hours 0.5"):
+        commands._check_limit(expected, 0.5)
+    unknown = estimate.plan_seconds(paper, {})
+    with pytest.raises(UserError, match="have no estimate yet"):
+        commands._check_limit(unknown, 10)
+    with pytest.raises(UserError, match="positive number of hours"):
+        commands.check_hours("-1")
