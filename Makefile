@@ -8,7 +8,7 @@ quickstart: venv  ## set up, then provision + bench + collect + analyze on the l
 	$(BIN)/invoke reproduce
 
 test: venv  ## unit tests and one real end-to-end smoke run on the local cluster
-	$(BIN)/pytest
+	$(BIN)/pytest --junitxml=results/tests/junit.xml  # read by `invoke artifact`
 
 venv: $(VENV)/.installed
 

@@ -201,6 +201,37 @@ def analysis_bench(c, repeats=3, hours=1.0):
     benchmark.run(int(repeats), float(hours))
 
 
+@task(help={"run": "run id (default: the latest)", "results": "results folder [invoke.yaml: "
+            "results]", "verify": "path of an artifact to check instead: its sums, and its "
+            "report rebuilt from its records"})
+@_user_errors
+def artifact(c, run=None, results=None, verify=None):
+    """One archive of a run for artifact evaluation: results, logs, report, environments,
+    provenance, ARTIFACT.md (ACM badges) and SHA256SUMS; or --verify one."""
+    from harness import artifact as bundle
+    if verify:
+        differing = bundle.verify(verify)
+        for archived, rebuilt in differing[:20]:
+            print("- archived: %s\n+ rebuilt:  %s" % (archived, rebuilt))
+        if differing:
+            raise Exit("error: the rebuilt report differs from the archived one", code=1)
+        return
+    bundle.build(results or _defaults(c)["results"], run)
+
+
+@task(name="verdict-check", help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
+                                  "systems": "comma-separated subset [all five]",
+                                  "results": "results folder [invoke.yaml: results]"})
+@_user_errors
+def verdict_check(c, inventory=None, stack=None, systems=None, results=None):
+    """Benchmark: LeNet-5 at the paper's full length against the verdict profile's projection
+    of it, per system-mode (goal: error within 5%); prints the table and both wall times."""
+    from harness import validation
+    d = _defaults(c)
+    validation.run(inventory or d["inventory"], stack or d["stack"], results or d["results"],
+                   systems=systems)
+
+
 @task(name="stack-envs", help={"stack": "one stack (default: every stack in stacks/)"})
 @_user_errors
 def stack_envs(c, stack=None):
@@ -245,6 +276,6 @@ def cluster_status(c):
 
 
 ns = Collection(provision, bench, estimate, collect, analyze, compare, reproduce, overhead,
-                crosscheck,
+                crosscheck, verdict_check, artifact,
                 analysis_bench, fault_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))

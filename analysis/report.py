@@ -13,9 +13,10 @@ PAPER, STEADY = "{:,}".format(tidy.PAPER_STEPS), "{:,}".format(tidy.PAPER_STEPS 
 SHOWN_PACKAGES = ("torch", "tensorflow", "tensorflow-cpu", "tf-keras", "mxnet", "numpy", "psutil")
 
 
-def build(run_path, quiet=False):
+def build(run_path, quiet=False, out=None):
+    """out: the folder to write into (default <run>/analysis)."""
     run_path = Path(run_path)
-    out = run_path / "analysis"
+    out = Path(out) if out else run_path / "analysis"
     out.mkdir(exist_ok=True)
     manifest = json.loads((run_path / "manifest.json").read_text())
     records = tidy.load_records(run_path / "records.jsonl")

@@ -1,0 +1,196 @@
+"""`invoke artifact`: one archive per run for artifact evaluation, and `--verify` of one.
+
+The archive <results>/<run-id>-artifact.tar.gz holds the whole run folder (manifest, records,
+status files, every process's logs and results, the report in md and html, figures), and:
+  ENVIRONMENTS.json  each node's environments as installed (every package and version)
+  PROVENANCE.json    the commit the run was made from and whether the tree was dirty, the
+                     commit that made the archive, and the test results found (junit XML)
+  ARTIFACT.md        the run mapped to the ACM badges (Available, Functional, Results
+                     Reproduced): which tests ran and passed here, which claims were
+                     reproduced, not reproduced or inconclusive, and the setup's deviations
+  SHA256SUMS         of every other file
+`--verify PATH` checks the sums, rebuilds the report from the archived records and manifest,
+and compares it with the archived report.md, line by line.
+"""
+import hashlib
+import io
+import json
+import subprocess
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from . import collect
+from .errors import UserError
+from .paths import REPO
+
+JUNIT = REPO / "results" / "tests" / "junit.xml"  # written by `make test`
+SUMS = "SHA256SUMS"
+
+
+def build(results, run_id=None, junit=JUNIT):
+    run = collect.run_dir(results, run_id)
+    collect.check_format(run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    report = run / "analysis" / "report.md"
+    if not report.is_file():
+        raise UserError("run %s has no report" % run.name,
+                        "run `invoke analyze --run %s` first" % run.name)
+    tests = junit_summary(junit)
+    extra = {
+        "ENVIRONMENTS.json": json.dumps(manifest.get("installed") or {}, indent=1,
+                                        sort_keys=True),
+        "PROVENANCE.json": json.dumps({
+            "run": run.name, "run_commit": manifest.get("git"),
+            "archived_by_commit": _git("rev-parse", "HEAD"),
+            "archived_tree_dirty": bool(_git("status", "--porcelain")),
+            "archived_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "tests": tests}, indent=1, sort_keys=True),
+        "ARTIFACT.md": badges(run, manifest, tests),
+    }
+    files = sorted(p for p in run.rglob("*") if p.is_file())
+    sums = [(_sha256(p.read_bytes()), "%s/%s" % (run.name, p.relative_to(run).as_posix()))
+            for p in files]
+    sums += [(_sha256(text.encode()), "%s/%s" % (run.name, name))
+             for name, text in sorted(extra.items())]
+    extra[SUMS] = "".join("%s  %s\n" % pair for pair in sums)
+    archive = Path(results) / ("%s-artifact.tar.gz" % run.name)
+    with tarfile.open(str(archive), "w:gz") as tar:
+        for path in files:
+            tar.add(str(path), arcname="%s/%s" % (run.name, path.relative_to(run).as_posix()))
+        for name, text in sorted(extra.items()):
+            _add_text(tar, "%s/%s" % (run.name, name), text)
+    print("artifact: %s (%d files, %.1f MB)" % (archive, len(files) + len(extra),
+                                               archive.stat().st_size / 1e6))
+    return archive
+
+
+def verify(path):
+    """Sums, then the report rebuilt from the archive's records: identical but for the lines
+    that carry the time the report was made. Returns the differing lines ([] = verified)."""
+    from analysis import report
+    path = Path(path)
+    if not path.is_file():
+        raise UserError("no archive %s" % path, "give the path `invoke artifact` printed")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            with tarfile.open(str(path), "r:gz") as tar:
+                _safe_extract(tar, Path(tmp))
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise UserError("%s is not a readable artifact (%s)" % (path, exc),
+                            "make it again with `invoke artifact --run RUN`")
+        (run,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
+        bad = check_sums(run)
+        if bad:
+            raise UserError("%d file(s) in %s do not match SHA256SUMS: %s"
+                            % (len(bad), path.name, ", ".join(bad[:5])),
+                            "the archive was changed or damaged: make it again")
+        sums = len((run / SUMS).read_text().splitlines())
+        archived = (run / "analysis" / "report.md").read_text()
+        rebuilt = report.build(run, quiet=True, out=run / "verify")["report"].read_text()
+    differing = [(a, b) for a, b in zip(archived.splitlines(), rebuilt.splitlines())
+                 if a != b and not _timestamped(a)]
+    if len(archived.splitlines()) != len(rebuilt.splitlines()):
+        differing.append(("%d lines" % len(archived.splitlines()),
+                          "%d lines" % len(rebuilt.splitlines())))
+    print("%s: %d file sums ok; report rebuilt from the archived records: %s"
+          % (path.name, sums, "identical" if not differing
+             else "%d line(s) differ" % len(differing)))
+    return differing
+
+
+def check_sums(run):
+    bad = []
+    for line in (run / SUMS).read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        target = run.parent / name
+        if not target.is_file() or _sha256(target.read_bytes()) != digest:
+            bad.append(name)
+    return bad
+
+
+def junit_summary(path):
+    """{passed, failed, skipped, errors, tests: [names passed]} from a junit XML, or None."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    root = ET.parse(str(path)).getroot()
+    cases = root.iter("testcase")
+    out = {"passed": [], "failed": [], "skipped": []}
+    for case in cases:
+        name = "%s::%s" % (case.get("classname"), case.get("name"))
+        kinds = {child.tag for child in case}
+        kind = ("failed" if kinds & {"failure", "error"} else
+                "skipped" if "skipped" in kinds else "passed")
+        out[kind].append(name)
+    return out
+
+
+def badges(run, manifest, tests):
+    """ARTIFACT.md: the run against the ACM badges; the claims and deviations as the report
+    judges them (analysis/compare.load evaluates them the same way)."""
+    from analysis import compare
+    found = compare.load(run)
+    claims = list(found["claims"].values())
+    tally = {}
+    for c in claims:
+        word = c["verdict"].split(" (")[0]
+        tally[word] = tally.get(word, 0) + 1
+    git = manifest.get("git") or {}
+    lines = ["# Artifact of run %s" % run.name, "",
+             "## Available", "",
+             "This archive, with SHA256SUMS over every file; the package at commit %s%s."
+             % (git.get("commit"), " (with uncommitted changes)" if git.get("dirty") else ""),
+             "", "## Functional", ""]
+    if tests:
+        lines.append("Tests run on this setup (`make test`): %d passed, %d failed, %d skipped."
+                     % (len(tests["passed"]), len(tests["failed"]), len(tests["skipped"])))
+        lines += ["- failed: %s" % t for t in tests["failed"]]
+    else:
+        lines.append("No test results found on this setup (`make test` writes "
+                     "results/tests/junit.xml): not shown to be functional here.")
+    lines += ["", "## Results Reproduced", "",
+              "The paper's claims in this run: %s." % ", ".join(
+                  "%d %s" % (n, w) for w, n in sorted(tally.items())), "",
+              "| claim | verdict |", "|---|---|"]
+    lines += ["| %s | %s |" % (c["text"], c["verdict"]) for c in claims]
+    lines += ["", "Deviations of this setup from the paper's (they bear on the verdicts):", ""]
+    lines += ["- **%s**: %s" % (d["key"], d["text"]) for d in found["bed"]["deviations"]] or \
+        ["- none recorded"]
+    return "\n".join(lines) + "\n"
+
+
+def _timestamped(line):
+    return "UTC" in line  # provenance lines with the time the run or report was made
+
+
+def _safe_extract(tar, target):
+    """Refuse members that would land outside the target (absolute paths, ..) or are links."""
+    for member in tar.getmembers():
+        dest = (target / member.name).resolve()
+        if not str(dest).startswith(str(target.resolve()) + "/") or member.issym() or \
+                member.islnk():
+            raise UserError("artifact member %r points outside the archive" % member.name,
+                            "do not trust this archive")
+    tar.extractall(str(target))
+
+
+def _add_text(tar, name, text):
+    data = text.encode()
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def _git(*args):
+    try:
+        return subprocess.run(["git", *args], cwd=str(REPO), capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+    except OSError:
+        return ""
