@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import claims, figures, operators, render, stats, testbed, tidy
-from .report import _fmt, _interval, _num
+from .report import _fmt, _num, _range
 
 
 def build(run_a, run_b, out=None, quiet=False):
@@ -32,9 +32,9 @@ def build(run_a, run_b, out=None, quiet=False):
         out / "claims.csv", index=False)
     pd.DataFrame(cells).to_csv(out / "cells.csv", index=False)
     pd.DataFrame(ops).to_csv(out / "operators.csv", index=False)
-    pngs = [execution_figure(a, b, out / "execution_time")[0]]
+    pngs = [execution_figure(a, b, cells, out / "execution_time")[0]]
     if ops:
-        pngs.append(operator_figure(a, b, out / "operators")[0])
+        pngs.append(operator_figure(a, b, ops, out / "operators")[0])
     blocks = report_blocks(a, b, rows, cells, ops, pngs)
     (out / "report.md").write_text(render.markdown(blocks))
     (out / "report.html").write_text(render.to_html(blocks, blocks[0][1]))
@@ -269,10 +269,10 @@ def _number(value):
 
 # ---- figures --------------------------------------------------------------------------
 
-def execution_figure(a, b, out_stem):
-    """Paper-scale execution time per system-mode, one panel per benchmark, A's bar beside
-    B's (hatched), 95% intervals as error bars; a cell that did not succeed is marked."""
-    rows = cell_rows(a, b)
+def execution_figure(a, b, rows, out_stem):
+    """Paper-scale execution time per system-mode (cell_rows), one panel per benchmark, A's
+    bar beside B's (hatched), 95% intervals as error bars; a cell that did not succeed is
+    marked."""
     benchmarks = list(dict.fromkeys(r["benchmark"] for r in rows))
     fig, axes = plt.subplots(1, len(benchmarks), figsize=(4.8 * len(benchmarks), 3.6),
                              squeeze=False)
@@ -302,10 +302,10 @@ def execution_figure(a, b, out_stem):
     return figures.save(fig, out_stem)
 
 
-def operator_figure(a, b, out_stem):
-    """Compute operator categories, ms per step, A beside B: a row of panels per benchmark,
-    one panel per system-mode."""
-    rows = [r for r in operator_rows(a, b) if r["category"] not in operators.NOT_COMPUTE]
+def operator_figure(a, b, ops, out_stem):
+    """Compute operator categories (operator_rows), ms per step, A beside B: a row of panels
+    per benchmark, one panel per system-mode."""
+    rows = [r for r in ops if r["category"] not in operators.NOT_COMPUTE]
     panels = list(dict.fromkeys((r["benchmark"], r["system"]) for r in rows))
     benchmarks = list(dict.fromkeys(p[0] for p in panels))
     systems = figures.ordered_systems([p[1] for p in panels])
@@ -360,12 +360,12 @@ def report_blocks(a, b, rows, cells, ops, pngs):
                           "%s s" % lb, "interval", "s/step", "change", "interval"],
                 [[r["benchmark"], r["system"],
                   _num(r["a_seconds"], "%.1f") if r["a_seconds"] == r["a_seconds"]
-                  else r["a_status"], _pair(r["a_low"], r["a_high"], "%.1f"),
+                  else r["a_status"], _range(r["a_low"], r["a_high"], "%.1f"),
                   _num(r["a_step"], "%.4f"),
                   _num(r["b_seconds"], "%.1f") if r["b_seconds"] == r["b_seconds"]
-                  else r["b_status"], _pair(r["b_low"], r["b_high"], "%.1f"),
+                  else r["b_status"], _range(r["b_low"], r["b_high"], "%.1f"),
                   _num(r["b_step"], "%.4f"), _num(r["change"], "%.2fx"),
-                  _pair(r["change_low"], r["change_high"], "%.2f")] for r in cells])]
+                  _range(r["change_low"], r["change_high"], "%.2f")] for r in cells])]
     if ops:
         blocks += [("h2", "Operator categories"),
                    ("img", pngs[1], "Operator categories, %s beside %s" % (la, lb)),
@@ -408,13 +408,7 @@ def claims_table(rows, la, lb):
     return ("table", ["claim", "paper", "%s" % la, "interval", "verdict", "%s" % lb,
                       "interval", "verdict", "change", "interval", "answer"],
             [[r["text"], _fmt(r["paper"]), _fmt(r["a_measured"]),
-              _interval({"low": r["a_low"], "high": r["a_high"]}), r["a_verdict"],
-              _fmt(r["b_measured"]), _interval({"low": r["b_low"], "high": r["b_high"]}),
+              _range(r["a_low"], r["a_high"], "%.2f"), r["a_verdict"],
+              _fmt(r["b_measured"]), _range(r["b_low"], r["b_high"], "%.2f"),
               r["b_verdict"], _num(r["change"], "%.2fx"),
-              _pair(r["change_low"], r["change_high"], "%.2f"), r["answer"]] for r in rows])
-
-
-def _pair(low, high, fmt):
-    if low is None or high is None or low != low or high != high or low == high:
-        return "-"  # none, or no spread to draw one from (one profile per cell)
-    return (fmt + " - " + fmt) % (low, high)
+              _range(r["change_low"], r["change_high"], "%.2f"), r["answer"]] for r in rows])

@@ -170,10 +170,14 @@ def claims_section(groups, bed):
 
 
 def _interval(row):
-    low, high = row.get("low"), row.get("high")
-    if low is None or low != low or low == high:  # none, or no spread to draw one from
+    return _range(row.get("low"), row.get("high"))
+
+
+def _range(low, high, fmt="%.2f"):
+    """"low - high", or "-" for none, or no spread to draw one from."""
+    if low is None or high is None or low != low or high != high or low == high:
         return "-"
-    return "%.2f - %.2f" % (low, high)
+    return (fmt + " - " + fmt) % (low, high)
 
 
 def setup_section(bed):

@@ -106,21 +106,23 @@ def projection(rows, run_steps, paper_steps=PAPER_STEPS):
 
 
 def _steady(proc, key, wall_step, paper_steps):
-    """The paper's steps after the first, in seconds, and its replicates. A run that timed
-    later epochs (the verdict profile) projects each part at its own rate: the first epoch's
-    remaining steps at the first epoch's (uncached input) and the 9 later epochs at the later
-    epochs' (TensorFlow reads its cache), each measured mean scaled to the loop's wall step.
-    Otherwise every step at the wall step, scaled by block-bootstrap means of the samples."""
+    """The paper's steps after the first, in seconds, and its replicates: each part of them
+    at the rate of its measured steps (their mean scaled to the loop's wall step, with a block
+    bootstrap). One part, every step at the wall step; a run that timed later epochs (the
+    verdict profile) has two: the first epoch's remaining steps at the first epoch's rate
+    (uncached input) and the 9 later epochs at the later epochs' (TensorFlow reads its cache)."""
     samples, epochs = _samples(proc)
-    first = [s for s, e in zip(samples, epochs or []) if e == 0]
-    later = [s for s, e in zip(samples, epochs or []) if e >= 1]
-    if not first or not later or paper_steps != PAPER_STEPS:
-        steady = wall_step * (paper_steps - 1)
-        return steady, steady * _relative(proc, key)
+    if not samples:
+        return wall_step * (paper_steps - 1), stats.constant(wall_step * (paper_steps - 1))
+    parts = [(samples, paper_steps - 1)]
+    if epochs is not None and paper_steps == PAPER_STEPS:
+        first = [s for s, e in zip(samples, epochs) if e == 0]
+        later = [s for s, e in zip(samples, epochs) if e >= 1]
+        if first and later:
+            parts = [(first, PAPER_STEPS_PER_EPOCH - 1),
+                     (later, (PAPER_EPOCHS - 1) * PAPER_STEPS_PER_EPOCH)]
     scale = wall_step / np.mean(samples)  # sample means -> the loop's wall per step
     rng = stats.rng_for("/".join(map(str, key)) + str(proc.cell_id.iloc[0]))
-    parts = ((first, PAPER_STEPS_PER_EPOCH - 1),
-             (later, (PAPER_EPOCHS - 1) * PAPER_STEPS_PER_EPOCH))
     steady = sum(scale * np.mean(part) * steps for part, steps in parts)
     boot = sum(scale * stats.bootstrap_means(part, rng) * steps for part, steps in parts)
     return steady, boot
@@ -131,23 +133,11 @@ def _samples(proc):
     found = proc[proc.metric == "step_samples"]
     if not len(found) or "samples" not in found:
         return [], None
-    samples, epochs = found.samples.iloc[0], None
-    if "sample_epochs" in found:
-        epochs = found.sample_epochs.iloc[0]
+    samples = found.samples.iloc[0]
+    epochs = found.sample_epochs.iloc[0] if "sample_epochs" in found else None
     ok = isinstance(samples, (list, tuple, np.ndarray))
     epochs = epochs if isinstance(epochs, (list, tuple, np.ndarray)) else None
     return (list(samples) if ok else []), epochs
-
-
-def _relative(proc, key):
-    """Replicates of the mean step over the measured mean (1.0 without samples)."""
-    found = proc[proc.metric == "step_samples"]
-    samples = found.samples.iloc[0] if len(found) and "samples" in found else None
-    if not isinstance(samples, (list, tuple, np.ndarray)) or not len(samples):
-        return stats.constant(1.0)
-    boot = stats.bootstrap_means(samples, stats.rng_for("/".join(map(str, key)) +
-                                                        str(proc.cell_id.iloc[0])))
-    return boot / np.mean(samples)
 
 
 def _paper_totals(table, paper_steps):

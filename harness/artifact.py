@@ -15,7 +15,6 @@ and compares it with the archived report.md, line by line.
 import hashlib
 import io
 import json
-import subprocess
 import tarfile
 import tempfile
 import time
@@ -44,8 +43,7 @@ def build(results, run_id=None, junit=JUNIT):
                                         sort_keys=True),
         "PROVENANCE.json": json.dumps({
             "run": run.name, "run_commit": manifest.get("git"),
-            "archived_by_commit": _git("rev-parse", "HEAD"),
-            "archived_tree_dirty": bool(_git("status", "--porcelain")),
+            "archived_by": collect.git_state(),
             "archived_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "tests": tests}, indent=1, sort_keys=True),
         "ARTIFACT.md": badges(run, manifest, tests),
@@ -186,11 +184,3 @@ def _add_text(tar, name, text):
 
 def _sha256(data):
     return hashlib.sha256(data).hexdigest()
-
-
-def _git(*args):
-    try:
-        return subprocess.run(["git", *args], cwd=str(REPO), capture_output=True, text=True,
-                              timeout=30).stdout.strip()
-    except OSError:
-        return ""

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import collect
+
 ESTIMATE_STEPS = 8  # `invoke estimate`: steps per cell (warm-up 2 included)
 
 
@@ -41,7 +43,7 @@ def history(results, inventory_name, stack_name):
             continue
         timings = _timings(run / "records.jsonl")
         for status_file in run.glob("*/status.json"):
-            status = _read(status_file)
+            status = collect.read_json(status_file, {})
             settings = status.get("settings") or {}
             timing = timings.get(status.get("cell_id"))
             if status.get("status") != "succeeded" or not timing or not settings:
@@ -90,7 +92,7 @@ def duration(seconds):
 def _runs(results):
     root = Path(results)
     for path in root.glob("*/manifest.json") if root.is_dir() else []:
-        manifest = _read(path)
+        manifest = collect.read_json(path, {})
         if manifest:
             yield manifest, path.parent
 
@@ -115,10 +117,3 @@ def _timings(records_path):
             out[cell_id] = {"startup": values["startup_seconds"],
                             "wall_step": values["wall_step"], "steps": steps}
     return out
-
-
-def _read(path):
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}

@@ -6,7 +6,7 @@ logging, so every framework is timed the same way (docs/methodology.md).
 import time
 
 from . import agree, precision
-from .runner import log
+from .runner import log, most_steps
 from .timer import StepTimer
 
 
@@ -81,11 +81,9 @@ class StopRule(object):
     ceiling). Workers of a synchronous mode decide together (agree_address, agree.py)."""
 
     def __init__(self, config):
-        per_epoch = config["steps_per_epoch"]
         self.precision = float(config.get("precision") or 0)
-        self.floor = config["epochs"] * per_epoch
-        self.ceiling = (max(config.get("max_epochs") or 0, config["epochs"]) * per_epoch
-                        if self.precision else self.floor)
+        self.floor = config["epochs"] * config["steps_per_epoch"]
+        self.ceiling = most_steps(config)
         self.check_every = int(config.get("check_every") or 10)
         self.halfwidth = float("inf")
         self.reached = None

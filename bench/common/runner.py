@@ -29,10 +29,8 @@ def run(config, train, versions):
     # this prints every thread's stack to the log first.
     faulthandler.enable(all_threads=True)
     out_dir = config["out_dir"]
-    epochs = max(config["epochs"], config.get("max_epochs") or 0) if config.get("precision") \
-        else config["epochs"]  # the verdict profile: its ceiling
-    total = epochs * config["steps_per_epoch"]
-    sampler = Sampler(out_dir, config["sample_interval"], config.get("interface"), total).start()
+    sampler = Sampler(out_dir, config["sample_interval"], config.get("interface"),
+                      most_steps(config)).start()
     result = {"config": config, "versions": versions, "host": socket.gethostname(),
               "python": platform.python_version(), "pid": os.getpid(),
               "started": time.time(), "status": "running",
@@ -52,6 +50,15 @@ def run(config, train, versions):
         result["peak_rss_mb"] = sampler.peak_rss_mb
         write_json(os.path.join(out_dir, "result.json"), result)
     return result
+
+
+def most_steps(config):
+    """The steps a loop may time: epochs x steps_per_epoch, or the verdict profile's ceiling
+    (harness/matrix.py Cell.total_steps, for the controller)."""
+    epochs = config["epochs"]
+    if config.get("precision"):
+        epochs = max(epochs, config.get("max_epochs") or 0)
+    return epochs * config["steps_per_epoch"]
 
 
 def lifetime(result):
