@@ -189,7 +189,10 @@ def setup_section(bed):
                  m["memory_mb"] or "?"] for m in bed["machines"]]
     versions = ["%s: %s (paper %s)" % (k, "/".join(v["run"]) or "?", v["paper"])
                 for k, v in sorted(bed["versions"].items())]
-    steps = ", ".join("%d epoch(s) x %d = %d" % (s["epochs"], s["steps_per_epoch"], s["steps"])
+    steps = ", ".join(("%d-%d epochs x %d = up to %d" % (s["epochs"], s["max_epochs"],
+                                                          s["steps_per_epoch"], s["steps"])
+                       if s["adaptive"] else "%d epoch(s) x %d = %d" % (
+                           s["epochs"], s["steps_per_epoch"], s["steps"]))
                       for s in bed["steps"]["run"]) or "?"
     facts = ["nodes: %d (paper %d, %d vCPUs and %d MB each, one VM per node)"
              % (len(bed["nodes"]), paper["nodes"], paper["vcpus_per_node"],

@@ -344,3 +344,16 @@ def test_a_run_with_later_epochs_projects_each_epoch_at_its_own_rate(tmp_path):
     run = synthetic.write_run(tmp_path / "b", [spec])
     (row,) = tidy.cell_table(tidy.load_records(run / "records.jsonl")).to_dict("records")
     assert row["execution_seconds"] == pytest.approx(5 + 3959 * mean)
+
+
+def test_a_verdict_run_says_how_many_steps_it_may_run_and_how_it_projects():
+    cell = {"epochs": 2, "steps_per_epoch": 40, "precision": 0.02, "max_epochs": 4}
+    bed = testbed.describe({"cells": [cell, dict(cell, epochs=1, steps_per_epoch=30,
+                                                 precision=0.0, max_epochs=0)]})
+    assert [(s["steps"], s["adaptive"]) for s in bed["steps"]["run"]] == [(30, False),
+                                                                         (160, True)]
+    texts = [d["text"] for d in bed["deviations"] if d["key"] == "steps"]
+    assert texts[0].startswith("30 steps per worker")
+    assert texts[1].startswith("up to 160 steps per worker (the verdict profile")
+    facts = report.setup_section(bed)[1][1]
+    assert "steps per worker: 1 epoch(s) x 30 = 30, 2-4 epochs x 40 = up to 160" in facts[-1]
