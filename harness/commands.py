@@ -87,7 +87,8 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
             shaping.apply(cell)
             after = [seconds.get(c.id) for c in cells[index:]]
             outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout,
-                                         sum(s for s in after if s is not None))
+                                         (sum(s for s in after if s is not None),
+                                          after.count(None)))
             if fail_fast and outcomes[cell.id] != "succeeded" and index < len(cells):
                 print("stopping (--fail-fast): %d cell(s) left pending; resume with "
                       "`invoke bench --run %s`" % (len(cells) - index, run_id), flush=True)
@@ -113,8 +114,9 @@ def _shards(cell, nodes_count):
     return json.loads((meta / "shards.json").read_text())
 
 
-def _run_one(path, run_id, cell, nodes, stack, timeout, after=0.0):
-    """after: the expected seconds of the cells after this one (the run's ETA)."""
+def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0)):
+    """after: the expected seconds of the cells after this one and how many of them have no
+    estimate (the run's ETA)."""
     shards = _shards(cell, cell.nodes)
     processes = launch.prepare(cell, run_id, nodes, stack, shards)
     status = {"cell_id": cell.id, "settings": cell.settings, "status": "running"}

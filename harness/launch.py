@@ -220,7 +220,7 @@ def log_tail(proc, lines=20):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_cell(cell, processes, timeout, status, save=lambda: None, after=0.0):
+def run_cell(cell, processes, timeout, status, save=lambda: None, after=(0.0, 0)):
     """start -> watch -> stop, filling `status` in place (so it survives an interrupt); save()
     writes it, once the pids are known, so a controller that dies leaves them on record.
     Ctrl-C (or SIGTERM) stops the cell on every node, then re-raises."""

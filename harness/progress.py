@@ -14,10 +14,11 @@ LINE_SECONDS = 10
 
 
 class CellProgress:
-    def __init__(self, cell, processes, console=None, after=0.0):
+    def __init__(self, cell, processes, console=None, after=(0.0, 0)):
         self.cell = cell
         self.processes = processes
-        self.after = after  # expected seconds of the cells after this one
+        # the cells after this one: their expected seconds, and how many have no estimate
+        self.after, self.unestimated = after
         self.console = console or Console()
         if not self.console.is_terminal:
             self.console.width = 200  # log lines, not a screen: do not wrap them
@@ -50,13 +51,17 @@ class CellProgress:
 
     def eta(self, processes, elapsed):
         """", cell ETA x, run ETA y" once steps are timed: the cell's remaining steps at its
-        rate so far (start-up included: an upper bound early on), plus the later cells'."""
+        rate so far (start-up included: an upper bound early on), plus the later cells'; the
+        run's ETA is a lower bound, and says so, where later cells have no estimate."""
         done = max([p.progress.get("step") or 0 for p in processes] + [0])
         total = self.cell.total_steps
         if not done or done >= total:
             return ""
         left = elapsed * (total - done) / float(done)
-        return ", cell ETA %s, run ETA %s" % (_short(left), _short(left + self.after))
+        run = _short(left + self.after)
+        if self.unestimated:
+            run = "%s + %d cell(s) not estimated" % (run, self.unestimated)
+        return ", cell ETA %s, run ETA %s" % (_short(left), run)
 
     def _table(self, processes, elapsed):
         table = Table(title="%s  elapsed %.0f s%s" % (self.cell.id, elapsed,

@@ -1,11 +1,13 @@
 """Estimates before a run (harness/estimate.py): an earlier run of the same cell on the same
 inventory and stack, scaled to the planned steps; --max-hours refuses a plan that is too long
 or cannot be told."""
+import io
 import json
 
 import pytest
+from rich.console import Console
 
-from harness import commands, estimate, matrix
+from harness import commands, estimate, matrix, progress
 from harness.errors import UserError
 
 
@@ -64,3 +66,19 @@ def test_max_hours_refuses_a_plan_too_long_or_unknown(tmp_path):
         commands._check_limit(unknown, 10)
     with pytest.raises(UserError, match="positive number of hours"):
         commands.check_hours("-1")
+
+
+class _Proc:
+    def __init__(self, step):
+        self.progress = {"step": step}
+
+
+@pytest.mark.parametrize("after, expected", [
+    ((600.0, 0), ", cell ETA 30s, run ETA 10min"),
+    ((600.0, 2), ", cell ETA 30s, run ETA 10min + 2 cell(s) not estimated"),
+])
+def test_the_run_eta_says_how_many_later_cells_it_could_not_count(after, expected):
+    """40 of 160 steps in 10 s: 30 s left in the cell, then the later cells' estimates."""
+    cell = matrix.plan("verdict", 3, benchmarks="lenet5-cifar10", systems="pytorch-sync")[0]
+    display = progress.CellProgress(cell, [], console=Console(file=io.StringIO()), after=after)
+    assert display.eta([_Proc(40), _Proc(38)], 10.0) == expected
