@@ -65,7 +65,9 @@ def cell_table(records, paper_steps=PAPER_STEPS):
 
 def _stops(records, cells):
     """The verdict profile's stop per cell: "+-h% (precision | ceiling)", h the widest
-    process's 95% half-width of its later epochs' mean step; "" for fixed-length cells."""
+    process's 95% half-width of its later epochs' mean step; "" for fixed-length cells. At the
+    ceiling it names that process and how much its later steps vary (their CV), the reason
+    the interval stayed wide."""
     if "stopped_by" not in records:
         return pd.Series("", index=cells)
     stops = records[records.metric == "stop_halfwidth"]
@@ -73,9 +75,26 @@ def _stops(records, cells):
     for cell_id, rows in stops.groupby("cell_id"):
         worst = rows.value.max()
         why = "ceiling" if (rows.stopped_by == "ceiling").any() else "precision"
-        out[cell_id] = ("+-%.1f%% (%s)" % (100 * worst, why) if worst == worst
-                        else "no interval (%s)" % why)
+        if worst != worst:
+            out[cell_id] = "no interval (%s)" % why
+            continue
+        if why == "ceiling":
+            why += _noisiest(records[records.cell_id == cell_id], rows.loc[rows.value.idxmax()])
+        out[cell_id] = "+-%.1f%% (%s)" % (100 * worst, why)
     return pd.Series(out, dtype=object).reindex(cells).fillna("")
+
+
+def _noisiest(records, widest):
+    """": node2/worker-1's later steps vary by 31% (CV)" for the process with the widest
+    interval; "" where its samples are not in the records."""
+    same = records[(records.node == widest.node) & (records.role == widest.role)
+                   & (records["rank"] == widest["rank"])]
+    samples, epochs = _samples(same)
+    later = [s for s, e in zip(samples, epochs or []) if e >= 1]
+    if len(later) < 2:
+        return ""
+    return ": %s/%s-%s's later steps vary by %.0f%% (CV)" % (
+        widest.node, widest.role, int(widest["rank"]), 100 * np.std(later) / np.mean(later))
 
 
 def projection(rows, run_steps, paper_steps=PAPER_STEPS):

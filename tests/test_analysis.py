@@ -1,5 +1,6 @@
 """The analysis on hand-made results with known numbers: tables behind the figures, the
 paper's claims and their verdicts, repeats, missing cells, the self-contained HTML report."""
+import json
 import math
 
 import numpy as np
@@ -357,3 +358,22 @@ def test_a_verdict_run_says_how_many_steps_it_may_run_and_how_it_projects():
     assert texts[1].startswith("up to 160 steps per worker (the verdict profile")
     facts = report.setup_section(bed)[1][1]
     assert "steps per worker: 1 epoch(s) x 30 = 30, 2-4 epochs x 40 = up to 160" in facts[-1]
+
+
+def test_a_cell_stopped_at_the_ceiling_names_its_noisiest_process(tmp_path):
+    """Workers 0 and 2 stopped by precision, worker 1 at the ceiling with the widest interval:
+    the cell says ceiling, that worker, and its later steps' CV (10 and 30 ms alternating:
+    std 10 / mean 20 = 50%)."""
+    samples = [0.02] * 35 + [0.01, 0.03] * 60
+    epochs = [0] * 35 + [1] * 120
+    cell = synthetic.cell("lenet5-cifar10", "pytorch-sync", 30.0, startup=5.0, steps=40,
+                          epochs=4, samples=samples, sample_epochs=epochs)
+    run = synthetic.write_run(tmp_path, [cell])
+    rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    for rank, (width, why) in enumerate([(0.01, "precision"), (0.08, "ceiling"),
+                                          (0.02, "precision")]):
+        worker = next(r for r in rows if r["metric"] == "step" and r["rank"] == rank)
+        rows.append(dict(worker, metric="stop_halfwidth", value=width, stopped_by=why))
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cells = tidy.cell_table(tidy.load_records(run / "records.jsonl"))
+    assert cells.stop.iloc[0] == "+-8.0% (ceiling: node2/worker-1's later steps vary by 50% (CV))"
