@@ -6,6 +6,8 @@ import functools
 
 from invoke import Collection, Exit, task
 
+import registry
+
 
 def _defaults(c):
     return c.config.get("dlbench", {})
@@ -61,7 +63,7 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                       ".attempts/)",
                 dry_run="print the cells and each node's rendered script; touch no node",
                 benchmarks="comma-separated subset, e.g. lenet5-cifar10,resnet18-cifar100",
-                systems="comma-separated subset of system-modes, e.g. pytorch-sync",
+                systems="comma-separated subset of: %s" % ",".join(registry.systems()),
                 epochs="override the profile's epochs",
                 steps="override the profile's steps per epoch",
                 timeout="seconds before a cell is stopped (default: from the profile)",
@@ -155,7 +157,7 @@ def reproduce(c, inventory=None, stack=None, profile=None, data=None, results=No
 @task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
             "benchmark": "benchmark whose network runs [lenet5-cifar10]",
             "steps": "measured steps per run [200]", "rounds": "bare/instrumented pairs [5]",
-            "frameworks": "comma-separated subset of tensorflow,pytorch,mxnet [all]"})
+            "frameworks": "comma-separated subset of %s [all]" % ",".join(registry.frameworks())})
 @_user_errors
 def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=200, rounds=5,
              frameworks=None):
@@ -172,7 +174,8 @@ def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20
             "steps": "calibration and profiled steps [20]"})
 @_user_errors
 def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20):
-    """Benchmark: forward/backward from the calibration vs torch.profiler operator times."""
+    """Benchmark: forward/backward from the calibration vs the profiler's operator times (the
+    framework with a cross-check in registry/systems.yml)."""
     from harness import commands, overhead as oh
     d = _defaults(c)
     oh.crosscheck(inventory or d["inventory"], stack or d["stack"], benchmark,

@@ -11,6 +11,8 @@ import math
 
 import pandas as pd
 
+import registry
+
 from . import operators, tidy
 
 COLUMNS = ["check", "benchmark", "system", "value", "against", "ratio", "accepted", "ok"]
@@ -22,9 +24,9 @@ LIMITS = {"fig3_vs_breakdown": (0.999, 1.001), "wall_vs_timers": (0.85, 1.15),
           "operators_per_worker": (0.0, 1.05)}
 
 
-def run_all(records, groups, table):
+def run_all(records, groups, table, manifest=None):
     """table: operators.category_table of the run (empty without profiled steps)."""
-    rows = fig3_vs_breakdown(groups) + wall_vs_timers(groups)
+    rows = fig3_vs_breakdown(groups) + wall_vs_timers(groups, manifest)
     if not table.empty:
         rows += profile_vs_calibration(table, groups) + operators_per_worker(table, records)
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -51,15 +53,15 @@ def fig3_vs_breakdown(groups):
     return out
 
 
-def wall_vs_timers(groups):
+def wall_vs_timers(groups, manifest=None):
     """The loop's wall time per step against its timed steps' mean: what the timers miss
-    between steps (the loop's own bookkeeping). Not for tensorflow-async, whose wall step
-    is the chief's closure rate and whose timed steps are closures on the workers: the gap
-    there is dispatch, which its breakdown counts as communication."""
+    between steps (the loop's own bookkeeping). Not where the coordinator times the workers'
+    steps (registry `timed_by`, tensorflow-async): its wall step is the coordinator's
+    dispatch rate and the gap is dispatch, which its breakdown counts as communication."""
     return [check("wall_vs_timers", g.benchmark, g.system, g.wall_step, g.step)
             for g in _measured(groups).itertuples()
             if g.step == g.step and g.wall_step == g.wall_step
-            and g.system != "tensorflow-async"]
+            and registry.systems(manifest).get(g.system, {}).get("timed_by") != "coordinator"]
 
 
 def profile_vs_calibration(table, groups):

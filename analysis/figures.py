@@ -6,11 +6,12 @@ matplotlib.use("Agg")  # no display on nodes, CI or servers
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+import registry  # noqa: E402
+
 from .tidy import PHASES  # noqa: E402
 
-SYSTEM_ORDER = ["tensorflow-sync", "tensorflow-async", "pytorch-sync", "mxnet-sync", "mxnet-async"]
-COLOURS = {"tensorflow-sync": "#f28e2b", "tensorflow-async": "#ffbe7d",
-           "pytorch-sync": "#e15759", "mxnet-sync": "#4e79a7", "mxnet-async": "#a0cbe8"}
+SYSTEM_ORDER = registry.ordered(registry.systems())
+COLOURS = {name: entry["colour"] for name, entry in registry.systems().items()}
 PHASE_COLOURS = {"startup": "#b07aa1", "loading": "#59a14f", "forward": "#4e79a7", "backward": "#f28e2b",
                  "communication": "#bab0ac"}
 ROLE_COLOURS = {"worker": "#4e79a7", "chief": "#e15759", "ps": "#f28e2b", "server": "#f28e2b",

@@ -1,21 +1,22 @@
 """Network: bytes per step beside the model size, and the bandwidth bound of communication.
 
-Per worker and step, ring all-reduce (tensorflow-sync, pytorch-sync) sends 2(n-1)/n of the
-model; a parameter-server exchange (mxnet-*, tensorflow-async) pushes the gradients and pulls the
-weights: twice the model. bound = those bytes / link bandwidth; efficiency = bound / measured
+Per worker and step, ring all-reduce sends 2(n-1)/n of the model; a parameter-server exchange
+pushes the gradients and pulls the weights: twice the model (which a system-mode does:
+registry/systems.yml, `communication`). bound = those bytes / link bandwidth; efficiency = bound / measured
 communication time (1 = the link is the only cost)."""
 import math
 
 import pandas as pd
 
+import registry
+
 BYTES_PER_PARAMETER = 4  # float32
-ALL_REDUCE = ("tensorflow-sync", "pytorch-sync")
 ASSUMED_MBIT = 1000  # the paper's cluster; used when the run does not record its link rate
 
 
-def bound_bytes(system, parameters, nodes):
+def bound_bytes(system, parameters, nodes, manifest=None):
     model = parameters * BYTES_PER_PARAMETER
-    if system in ALL_REDUCE:
+    if registry.system(system, manifest)["communication"] == "all-reduce":
         return 2.0 * (nodes - 1) / nodes * model
     return 2.0 * model
 
@@ -41,7 +42,7 @@ def table(groups, records, cells, manifest):
         rate = r.link_mbit if r.link_mbit == r.link_mbit and r.link_mbit else default_rate
         n = int(nodes.get(key, 3))
         params = r.parameters if r.parameters == r.parameters else math.nan
-        needed = bound_bytes(r.system, params, n)
+        needed = bound_bytes(r.system, params, n, manifest)
         bound = needed / (rate * 1e6 / 8)
         comm = r.communication
         rows.append({"benchmark": r.benchmark, "system": r.system, "link": r.link,

@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+import registry
+
 TABLE = Path(__file__).resolve().parent / "operators.yml"
 # the paper's operator figures: figure -> benchmarks it shows
 FIGURES = {"fig5": ["lenet5-cifar10"], "fig7": ["alexnet-cifar10"],
@@ -17,8 +19,11 @@ NOT_COMPUTE = ("data", "communication", "framework_overhead", "other")
 def load_table(path=TABLE):
     raw = yaml.safe_load(Path(path).read_text())
     table = {"categories": raw["categories"], "backward_forms": set(raw["backward_forms"])}
-    for framework in ("pytorch", "mxnet", "tensorflow"):
-        spec = raw[framework]
+    for framework in registry.frameworks():
+        spec = raw.get(framework)
+        if spec is None:
+            raise ValueError("%s has no rules for %s (registry/systems.yml names it): add its "
+                             "operator names" % (path, framework))
         unknown = [c for _, c in spec["rules"] if c not in raw["categories"]]
         if unknown:
             raise ValueError("%s: %s maps to unknown categories %s" % (path, framework, unknown))

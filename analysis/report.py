@@ -6,11 +6,13 @@ import json
 import math
 from pathlib import Path
 
+import registry
+
 from . import claims, consistency, figures, memory, network, operators, render, testbed, tidy
 
 PHASE_COLUMNS = ["step"] + tidy.PHASES
 PAPER, STEADY = "{:,}".format(tidy.PAPER_STEPS), "{:,}".format(tidy.PAPER_STEPS - 1)
-SHOWN_PACKAGES = ("torch", "tensorflow", "tensorflow-cpu", "tf-keras", "mxnet", "numpy", "psutil")
+SHOWN_PACKAGES = registry.shown_packages() + ("numpy", "psutil")
 
 
 def build(run_path, quiet=False, out=None):
@@ -65,7 +67,7 @@ def sections(run_path, out, manifest, records, cells, groups):
     ops = operators.categorised(records)
     table = operators.category_table(ops, cells)
     blocks += operators_section(out, records, ops, table, planned, figure, bed)
-    blocks += consistency_section(out, records, groups, table)
+    blocks += consistency_section(out, records, groups, table, manifest)
     blocks += failures_section(cells)
     return blocks, pngs
 
@@ -223,8 +225,8 @@ def loading_note(bed):
     if not any(s["epochs"] < 2 for s in bed["steps"]["run"]):
         return []
     return [("p", "Loading: this run covers fewer than 2 epochs, so what caching changes "
-                  "after epoch 1 (TensorFlow caches its input, paper section V-G) was not "
-                  "measured; the loading times below are the first epoch's.")]
+                  "after epoch 1 (%s, paper section V-G) was not measured; the loading times "
+                  "below are the first epoch's." % testbed.caching_note())]
 
 
 def execution_section(fig3, groups):
@@ -261,8 +263,8 @@ def execution_section(fig3, groups):
                   "each bar's total is Fig. 3's bar.")]
 
 
-def consistency_section(out, records, groups, table):
-    checks = consistency.run_all(records, groups, table)
+def consistency_section(out, records, groups, table, manifest):
+    checks = consistency.run_all(records, groups, table, manifest)
     checks.to_csv(out / "consistency.csv", index=False)
     failed = checks[~checks.ok]
     blocks = [("h2", "Internal consistency"),

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import numpy as np
 
+import registry
+
 PARAMETERS = {"lenet5": 62006, "alexnet": 57044810, "resnet18": 11181642, "resnet50": 23528522}
-ROLES = {"sync": ["worker"], "ps": ["worker", "server"], "tf-ps": ["worker", "ps"]}
 
 
 def cell(benchmark, system, seconds, repeat=0, status="succeeded", steps=396, epochs=10,
@@ -84,8 +85,7 @@ def _worker_records(spec, base):
 
 
 def _write_memory(cell_dir, spec, rows):
-    roles = ROLES["sync" if spec["system"].endswith("sync") and "mxnet" not in spec["system"]
-                  else ("tf-ps" if spec["system"].startswith("tensorflow") else "ps")]
+    roles = registry.systems().get(spec["system"], {}).get("roles", ["worker"])
     elapsed = np.arange(rows, dtype=float)
     rss = 400 + 50 * np.sin(elapsed / 600.0)
     text = "time,elapsed_s,rss_mb,children_rss_mb,cpu_percent\n" + "".join(

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import yaml
 
+import registry
+
 REFERENCE = Path(__file__).resolve().parent / "reference" / "paper.yml"
-PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "torch": ("torch",),
-            "mxnet": ("mxnet",)}
+PACKAGES = registry.version_packages()  # version name -> the packages that give it
 
 
 def paper_setup(path=REFERENCE):
@@ -205,7 +206,13 @@ def _step_deviations(setup, add):
             % ("/".join(str(s["steps"]) for s in short if s["adaptive"]), steps["paper"]))
     if any(s["epochs"] < 2 for s in steps["run"]):
         add("epochs", "fewer than 2 epochs: what input caching changes after epoch 1 "
-            "(TensorFlow caches its input, paper section V-G) was not measured")
+            "(%s, paper section V-G) was not measured" % caching_note())
+
+
+def caching_note():
+    """"TensorFlow caches its input": the frameworks whose input pipeline caches after epoch 1."""
+    names = registry.caching_frameworks()
+    return "%s cache%s its input" % (" and ".join(names), "" if len(names) > 1 else "s")
 
 
 def flags(setup):

@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+import registry
+
 from .errors import UserError
 from .paths import REPO
 
@@ -73,6 +75,8 @@ def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
         "profile": profile,
         "cells": [dict(c.settings, id=c.id, config_hash=c.config_hash,
                        link_mbit=(link_mbit or {}).get(c.id)) for c in cells],
+        # what the analysis needs to know of each system-mode, as this run knew it
+        "systems": registry.for_manifest(c.system for c in cells),
         "started": time.time(),
     })
 

@@ -47,7 +47,7 @@ class Process:
     pid: int = 0
     rc: object = None
     progress: dict = field(default_factory=dict)
-    service: bool = False  # runs until the harness stops it (TensorFlow ps and async workers)
+    service: bool = False  # runs until the harness stops it (registry `services`)
 
     @property
     def label(self):
@@ -92,13 +92,10 @@ def prepare(cell, run_id, nodes, stack, shards, resolve=None):
             profiler_services=layout.profiler_services(cell, nodes),
             profiler_port=layout.profiler_port(cell, node, role),
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes))
-        variables = dict(config, system=cell.system, master_addr=nodes[0].host.address,
-                         master_port=layout.port(nodes[0], "torch_master"),
-                         scheduler_addr=nodes[0].host.address,
-                         scheduler_port=layout.port(nodes[0], "mxnet_scheduler"),
-                         tf_config=layout.tf_config(cell, nodes, role, rank),
-                         code_dir=workdir + "/code", lease_seconds=LEASE_SECONDS,
-                         python=python_rel.python(resolve(node, host.env_root)))
+        variables = dict(config, system=cell.system, code_dir=workdir + "/code",
+                         lease_seconds=LEASE_SECONDS,
+                         python=python_rel.python(resolve(node, host.env_root)),
+                         **layout.launch_variables(cell, nodes, role, rank))
         processes.append(Process(node=node, role=role, rank=rank, out_dir=out_dir,
                                  script=template.render(**variables), config=config,
                                  service=role in system.get("services", ())))

@@ -1,18 +1,10 @@
 """Placement: which roles run on which node for a system-mode (paper section IV-A), and the
-ports each role uses, as offsets from the node's `base_port`."""
+ports each role uses, as offsets from the node's `base_port`; both from registry/systems.yml."""
+import registry
+
 from .errors import UserError
 
-# Offsets from a node's base_port; every node keeps base_port .. base_port+99 to itself.
-PORTS = {
-    "torch_master": 0,       # c10d rendezvous store (node 1)
-    "mxnet_scheduler": 1,    # ps-lite scheduler (node 1)
-    "agree": 2,              # the verdict profile's stop vote of a sync mode (worker 0, node 1)
-    "tf_worker": 10,         # gRPC server of a TensorFlow worker
-    "tf_ps": 11,             # gRPC server of a TensorFlow parameter server
-    "tf_chief": 12,          # gRPC server of the TensorFlow coordinator (node 1)
-    "tf_profiler_worker": 13,  # profiler service of a tensorflow-async worker (profiled steps)
-    "tf_profiler_ps": 14,      # profiler service of a tensorflow-async parameter server
-}
+PORTS = registry.ports()
 
 
 def port(node, name):
@@ -20,33 +12,49 @@ def port(node, name):
 
 
 def roles(cell, nodes):
-    """(node, role, rank) for every process of the cell, on its first `cell.nodes` nodes.
+    """(node, role, rank) for every process of the cell, on its first `cell.nodes` nodes: the
+    coordinator (if any) on node 1, then each of the system-mode's roles on every node.
     Rank is the node's index: it picks the node's data shard and names its folder."""
     if cell.nodes > len(nodes):
         raise UserError("cell %s needs %d nodes; the inventory has %d"
                         % (cell.id, cell.nodes, len(nodes)),
                         "add hosts to the inventory or lower --nodes")
     used = nodes[:cell.nodes]
-    if cell.framework == "pytorch" or (cell.framework == "tensorflow" and cell.mode == "sync"):
-        return [(node, "worker", rank) for rank, node in enumerate(used)]  # all-reduce
-    first = {"mxnet": "scheduler", "tensorflow": "chief"}[cell.framework]
-    servers = "server" if cell.framework == "mxnet" else "ps"
-    placed = [(used[0], first, 0)]
-    placed += [(node, servers, rank) for rank, node in enumerate(used)]
-    placed += [(node, "worker", rank) for rank, node in enumerate(used)]
+    entry = registry.system(cell.system)
+    placed = [(used[0], entry["coordinator"], 0)] if entry.get("coordinator") else []
+    for role in entry["roles"]:
+        placed += [(node, role, rank) for rank, node in enumerate(used)]
     return placed
 
 
-def tf_config(cell, nodes, role, rank):
-    """TF_CONFIG for one TensorFlow process: every job's gRPC addresses, and this task."""
-    used = nodes[:cell.nodes]
+def listening_port(cell, node, role, rank):
+    """The port name this process listens on (registry `listens`: by role, or role-rank)."""
+    listens = registry.system(cell.system)["listens"]
+    return listens.get("%s-%d" % (role, rank)) or listens.get(role)
 
-    def addresses(port_name):
-        return ["%s:%d" % (n.host.address, port(n, port_name)) for n in used]
-    cluster = {"worker": addresses("tf_worker")}
-    if cell.mode == "async":
-        cluster["ps"] = addresses("tf_ps")
-        cluster["chief"] = addresses("tf_chief")[:1]
+
+def launch_variables(cell, nodes, role, rank):
+    """The launch template's rendezvous variables (registry `launch`): <name>_addr and
+    <name>_port on node 1, and the cluster spec where the system-mode takes one."""
+    out = {}
+    for name, port_name in registry.system(cell.system)["launch"].items():
+        if name == "cluster":
+            out[port_name] = cluster_spec(cell, nodes, role, rank)
+        else:
+            out.update({name + "_addr": nodes[0].host.address,
+                        name + "_port": port(nodes[0], port_name)})
+    return out
+
+
+def cluster_spec(cell, nodes, role, rank):
+    """Every listening role's addresses, in rank order, and this process's task (the shape
+    of TF_CONFIG)."""
+    cluster = {}
+    for node, other, other_rank in roles(cell, nodes):
+        name = listening_port(cell, node, other, other_rank)
+        if name:
+            cluster.setdefault(other, []).append(
+                "%s:%d" % (node.host.address, port(node, name)))
     return {"cluster": cluster, "task": {"type": role, "index": rank}}
 
 
@@ -59,15 +67,17 @@ def agree_address(cell, nodes):
 
 
 def profiler_services(cell, nodes):
-    """gRPC addresses of the profiler services of a tensorflow-async cell's servers (the
-    chief asks them for a trace of the profiled steps); none for other system-modes."""
-    if cell.system != "tensorflow-async" or not cell.profile_steps:
+    """gRPC addresses of the profiler services the coordinator asks for a trace of the
+    profiled steps (registry `profiler`); none for most system-modes."""
+    if not cell.profile_steps:
         return []
-    return ["grpc://%s:%d" % (n.host.address, port(n, "tf_profiler_" + role))
-            for role in ("worker", "ps") for n in nodes[:cell.nodes]]
+    services = registry.system(cell.system).get("profiler") or {}
+    return ["grpc://%s:%d" % (n.host.address, port(n, services[role]))
+            for role in services for n in nodes[:cell.nodes]]
 
 
 def profiler_port(cell, node, role):
-    if cell.system == "tensorflow-async" and cell.profile_steps and role in ("worker", "ps"):
-        return port(node, "tf_profiler_" + role)
+    services = registry.system(cell.system).get("profiler") or {}
+    if cell.profile_steps and role in services:
+        return port(node, services[role])
     return None

@@ -3,6 +3,8 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
 
+import registry
+
 from .errors import UserError
 
 # Table III: benchmark -> (network, dataset)
@@ -15,21 +17,9 @@ BENCHMARKS = {
     "resnet50-cifar100": ("resnet50", "cifar100"),
 }
 
-# system-mode -> framework, mode, launch template (roles per node: harness/layout.py). Adding
-# one = a template, a trainer folder, an entry here.
-# `services`: roles that never exit on their own; the harness stops them once the others are done.
-SYSTEMS = {
-    "tensorflow-sync": {"framework": "tensorflow", "mode": "sync",
-                        "template": "tensorflow-sync.sh.j2"},
-    "tensorflow-async": {"framework": "tensorflow", "mode": "async",
-                         "template": "tensorflow-async.sh.j2", "services": ("ps", "worker")},
-    "pytorch-sync": {"framework": "pytorch", "mode": "sync", "template": "pytorch-sync.sh.j2"},
-    "mxnet-sync": {"framework": "mxnet", "mode": "sync", "template": "mxnet-sync.sh.j2"},
-    "mxnet-async": {"framework": "mxnet", "mode": "async", "template": "mxnet-async.sh.j2"},
-}
-
-ALL_NETWORKS = ("lenet5", "alexnet", "resnet18", "resnet50")
-NETWORKS_BUILT = {"tensorflow": ALL_NETWORKS, "pytorch": ALL_NETWORKS, "mxnet": ALL_NETWORKS}
+# system-mode -> framework, mode, template, roles, ports, ...: registry/systems.yml
+SYSTEMS = registry.systems()
+NETWORKS_BUILT = {name: tuple(f["networks"]) for name, f in registry.frameworks().items()}
 INPUT_SIZE = {"alexnet": 64}  # Table IV: 64x64 for AlexNet, 32x32 otherwise
 
 # Generous upper bound on one step (s) on a 4-vCPU node; sets the default cell timeout.

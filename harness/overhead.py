@@ -5,13 +5,16 @@ times on the same node (docs/methodology.md)."""
 import json
 import shlex
 
+import registry
+
 from . import inventory, launch, matrix, nodes as nodes_mod, preflight, stacks
 from .commands import _shards
 from .errors import UserError
 
 # one synchronous system-mode per framework: its trainer's local_loop is what runs
-FRAMEWORK_SYSTEM = {"tensorflow": "tensorflow-sync", "pytorch": "pytorch-sync",
-                    "mxnet": "mxnet-sync"}
+FRAMEWORK_SYSTEM = {framework: next(name for name, e in registry.systems().items()
+                                     if e["framework"] == framework and e["mode"] == "sync")
+                    for framework in registry.frameworks()}
 GOAL = 1.01
 
 
@@ -59,15 +62,18 @@ def run_module(cell, nodes, stack, module, *args):
 
 
 def crosscheck(inventory_name, stack_name, benchmark, steps):
-    """Calibration vs profiler operator times for forward and backward (PyTorch)."""
+    """Calibration vs profiler operator times for forward and backward, for the framework
+    that has a cross-check (registry `crosscheck`)."""
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
     nodes = nodes_mod.connect_all(inv)
+    framework, module = next((name, f["crosscheck"]) for name, f
+                             in registry.frameworks().items() if f.get("crosscheck"))
     (cell,) = matrix.plan("smoke", len(inv.hosts), benchmarks=benchmark,
-                          systems="pytorch-sync")
-    print("pytorch: %d calibration + %d profiled steps of %s on %s ..."
-          % (steps, steps, cell.network, nodes[0].name), flush=True)
-    row = run_module(cell, nodes, stack, "bench.pytorch.crosscheck", steps)
+                          systems=FRAMEWORK_SYSTEM[framework])
+    print("%s: %d calibration + %d profiled steps of %s on %s ..."
+          % (framework, steps, steps, cell.network, nodes[0].name), flush=True)
+    row = run_module(cell, nodes, stack, module, steps)
     print("\nphase      calibration s   profiler operators s   profiler / calibration")
     for phase in ("forward", "backward"):
         cal, prof = row["calibration"][phase], row["profiler"][phase]

@@ -7,6 +7,8 @@ import json
 import shlex
 import time
 
+import registry
+
 from . import datasets, layout
 from .errors import UserError
 
@@ -60,27 +62,17 @@ def _add_needs(needs, cell, nodes, stack, index):
         data = "%s/data/%s/" % (node.path(node.host.workdir), index["id"])
         shard = index["shards"][rank]
         need["files"][data + shard["file"]] = shard["md5"]
-        if cell.system == "tensorflow-async":
+        if registry.system(cell.system).get("reads") == "whole-set":
             need["files"][data + index["full"]["file"]] = index["full"]["md5"]
         need["ports"].update(_ports(cell, node, role, rank))
-
-
-TF_PORTS = {"worker": "tf_worker", "ps": "tf_ps", "chief": "tf_chief"}
 
 
 def _ports(cell, node, role, rank):
     """The fixed ports this role listens on (the others are ephemeral)."""
     voting = role == "worker" and rank == 0 and layout.agree_address(cell, [node])
-    return _framework_ports(cell, node, role, rank) | (
+    listening = layout.listening_port(cell, node, role, rank)
+    return ({layout.port(node, listening)} if listening else set()) | (
         {layout.port(node, "agree")} if voting else set())
-
-
-def _framework_ports(cell, node, role, rank):
-    if cell.framework == "pytorch":
-        return {layout.port(node, "torch_master")} if rank == 0 else set()
-    if cell.framework == "mxnet":
-        return {layout.port(node, "mxnet_scheduler")} if role == "scheduler" else set()
-    return {layout.port(node, TF_PORTS[role])}
 
 
 def _check_node(node, need):

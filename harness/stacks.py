@@ -7,12 +7,14 @@ from pathlib import Path
 
 import yaml
 
+import registry
+
 from .errors import UserError
 from .paths import STACKS
 
 CONDA_ENVS = STACKS / "conda"
 
-FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
+FRAMEWORKS = tuple(registry.frameworks())
 VARIABLE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 

@@ -1,0 +1,93 @@
+"""The system-modes' registry (registry/systems.yml): what the harness and the analysis need
+to know of each system-mode, in one place. The harness and the analysis ask here; neither
+names a framework itself (tests/test_registry.py checks it)."""
+import functools
+from pathlib import Path
+
+import yaml
+
+FILE = Path(__file__).resolve().parent / "systems.yml"
+REQUIRED = ("framework", "mode", "template", "communication", "roles", "listens", "launch",
+            "order", "colour")
+OPTIONAL = ("coordinator", "services", "profiler", "timed_by", "reads")
+COMMUNICATION = ("all-reduce", "parameter-server")
+
+
+@functools.lru_cache(maxsize=None)
+def load(path=FILE):
+    """{ports, frameworks, systems}, checked: a wrong entry fails here, naming it."""
+    raw = yaml.safe_load(Path(path).read_text())
+    for name, entry in raw["systems"].items():
+        _check(name, entry, raw)
+    return raw
+
+
+def _check(name, entry, raw):
+    where = "%s: system-mode %s" % (FILE.name, name)
+    missing = [k for k in REQUIRED if k not in entry]
+    unknown = [k for k in entry if k not in REQUIRED + OPTIONAL]
+    if missing or unknown:
+        raise ValueError("%s: missing %s, unknown %s" % (where, missing, unknown))
+    if entry["framework"] not in raw["frameworks"]:
+        raise ValueError("%s: framework %s is not under frameworks" % (where, entry["framework"]))
+    if entry["communication"] not in COMMUNICATION:
+        raise ValueError("%s: communication must be one of %s" % (where, COMMUNICATION))
+    ports = list(entry["listens"].values()) + list((entry.get("profiler") or {}).values())
+    ports += [p for k, p in entry["launch"].items() if k != "cluster"]
+    bad = [p for p in ports if p not in raw["ports"]]
+    if bad:
+        raise ValueError("%s: ports %s are not under ports" % (where, bad))
+
+
+def systems(manifest=None):
+    """system-mode -> entry: the run's own (its manifest's `systems`) over this registry's."""
+    return dict(load()["systems"], **((manifest or {}).get("systems") or {}))
+
+
+def system(name, manifest=None):
+    return systems(manifest)[name]
+
+
+def frameworks():
+    return load()["frameworks"]
+
+
+def ports():
+    return load()["ports"]
+
+
+def ordered(names):
+    """System-modes in the registry's display order; unknown names last, sorted."""
+    known = systems()
+    return (sorted((n for n in names if n in known), key=lambda n: known[n]["order"])
+            + sorted(n for n in names if n not in known))
+
+
+def colour(name):
+    return systems().get(name, {}).get("colour")
+
+
+def with_communication(kind, manifest=None):
+    return tuple(n for n, e in systems(manifest).items() if e["communication"] == kind)
+
+
+def shown_packages():
+    """Every framework's packages that the report lists, in the registry's order."""
+    return tuple(p for f in frameworks().values() for p in f["shown"])
+
+
+def version_packages():
+    """Version name (as the paper's reference spells it) -> the packages that give it."""
+    return {f["version"]["name"]: tuple(f["version"]["packages"])
+            for f in frameworks().values()}
+
+
+def caching_frameworks():
+    """Display names of the frameworks whose input pipeline caches the data after epoch 1."""
+    return [f["name"] for f in frameworks().values() if f.get("caches_input")]
+
+
+def for_manifest(names):
+    """The entries of the system-modes a run uses, for its manifest."""
+    every = systems()
+    return {n: every[n] for n in sorted(set(names)) if n in every}
