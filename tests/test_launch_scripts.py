@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from bench.common import cellconfig
 from harness import inventory, launch, matrix, nodes, stacks
 from harness.errors import UserError
 
@@ -203,3 +204,24 @@ def test_a_stacks_environment_wins_over_the_templates_defaults():
             {"TF_ENABLE_ONEDNN_OPTS": "0"} if expect == "0" else {})
     with pytest.raises(UserError, match="environment"):
         stacks._environment("x.yml", "tensorflow", {"environment": {"rm -rf": "1"}})
+
+
+@pytest.mark.parametrize("system", list(matrix.SYSTEMS))
+def test_every_cell_json_has_exactly_the_keys_the_trainers_read(system):
+    """bench/common/cellconfig.py lists the keys; what the controller writes must match."""
+    for proc in render_local(smoke_cell(system)):
+        assert cellconfig.check(json.loads(json.dumps(proc.config))) is not None
+
+
+def test_a_missing_unknown_or_mistyped_key_is_named(tmp_path):
+    config = json.loads(json.dumps(render_local(smoke_cell("pytorch-sync"))[0].config))
+    del config["local_batch"]
+    config["batch"] = 42
+    config["lr"] = "fast"
+    path = tmp_path / "cell.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ValueError) as error:
+        cellconfig.read(str(path))
+    assert "missing key 'local_batch'" in str(error.value)
+    assert "unknown key 'batch'" in str(error.value)
+    assert "key 'lr' is str, expected int or float" in str(error.value)

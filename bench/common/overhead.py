@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from . import loop
+from . import cellconfig, loop
 from .sampler import Sampler
 from .timer import median
 
@@ -45,8 +45,7 @@ def instrumented(config, batches, step, steps, warmup, out_dir):
 
 
 def main(argv):
-    with open(argv[1]) as handle:
-        config = json.load(handle)
+    config = cellconfig.read(argv[1])
     steps, rounds = int(argv[2]), int(argv[3])
     trainer = importlib.import_module("bench.%s.train" % config["framework"])
     batches, step = trainer.local_loop(config)

@@ -1,7 +1,6 @@
 """What every trainer does around its framework-specific loop: read the cell config, start the
 sampler, write result.json whether the run succeeds or fails."""
 import faulthandler
-import json
 import os
 import platform
 import socket
@@ -9,6 +8,7 @@ import sys
 import time
 import traceback
 
+from . import cellconfig
 from .results import write_json
 from .sampler import Sampler
 
@@ -16,8 +16,7 @@ from .sampler import Sampler
 def load_config(argv):
     if len(argv) != 2:
         sys.exit("usage: python -m bench.<framework>.train CELL_JSON")
-    with open(argv[1]) as handle:
-        config = json.load(handle)
+    config = cellconfig.read(argv[1])
     config["rank"] = int(os.environ.get("RANK", config.get("rank", 0)))
     config["world_size"] = int(os.environ.get("WORLD_SIZE", config.get("world_size", 1)))
     return config

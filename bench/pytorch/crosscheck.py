@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 from torch.autograd import profiler as autograd_profiler
 
-from bench.common import timer
+from bench.common import cellconfig, timer
 from bench.common.sampler import Sampler
 from bench.pytorch import data, models
 from bench.pytorch.train import calibrate, optimiser
@@ -50,8 +50,7 @@ def profiled_steps(model, batch, steps, config):
 
 
 def main(argv):
-    with open(argv[1]) as handle:
-        config = json.load(handle)
+    config = cellconfig.read(argv[1])
     steps = int(argv[2])
     torch.set_num_threads(config["threads"])
     torch.set_num_interop_threads(config["interop_threads"])
