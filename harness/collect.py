@@ -12,8 +12,10 @@ from .errors import UserError
 from .paths import REPO
 
 RESULTS_FORMAT = 1  # bump when the layout of results/<run-id>/ changes incompatibly
-PHASES = ("step", "loading", "forward", "backward", "communication",
-          "forward_wall", "backward_wall", "update_wall")
+# a result's summary keys that become records: the step, the four phases of the breakdown
+# (analysis/tidy.py PHASES) and the calibration's wall times
+SUMMARY_METRICS = ("step", "loading", "forward", "backward", "communication",
+                   "forward_wall", "backward_wall", "update_wall")
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -173,7 +175,7 @@ def _per_worker_records(rec, per_worker):
         worker = dict(rec, node=summary.get("node"), role="worker", rank=int(rank),
                       timed_by="chief")
         out += [dict(worker, metric=phase, value=summary[phase], unit="s/step")
-                for phase in PHASES if summary.get(phase) is not None]
+                for phase in SUMMARY_METRICS if summary.get(phase) is not None]
         out += [dict(worker, metric=m, value=summary[m], unit="steps")
                 for m in ("measured_steps", "warmup_steps") if m in summary]
     return out
@@ -217,7 +219,7 @@ def _process_records(base, result_file):
         out = _per_worker_records(rec, result["per_worker"])
     else:
         out = [dict(rec, metric=phase, value=summary[phase], unit="s/step")
-               for phase in PHASES if summary.get(phase) is not None]
+               for phase in SUMMARY_METRICS if summary.get(phase) is not None]
     for metric, unit in (("train_seconds", "s"), ("peak_rss_mb", "MB"),
                          ("wall_step", "s/step"), ("parameters", "count"),
                          ("startup_seconds", "s"), ("execution_seconds", "s")):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import jinja2
 
-from . import interrupts, layout
+from . import interrupts, layout, nodes as nodes_mod
 from .datasets import full_name, shard_name
 from .errors import UserError
 from .matrix import SYSTEMS
@@ -48,6 +48,7 @@ class Process:
     rc: object = None
     progress: dict = field(default_factory=dict)
     service: bool = False  # runs until the harness stops it (registry `services`)
+    killed_hard: list = field(default_factory=list)  # pids that needed a KILL to stop
 
     @property
     def label(self):
@@ -129,8 +130,8 @@ def poll(proc):
     its lease. Liveness is read before rc: a process seen dead has already written its rc, if
     it ever will. A node that does not answer within POLL_TIMEOUT fails the cell."""
     command = ("cd %s && touch lease && cat progress.json 2>/dev/null; echo; echo '#ps'; "
-               "ps -o stat= -p %d; echo '#rc'; cat rc 2>/dev/null"
-               % (shlex.quote(proc.out_dir), proc.pid))
+               "%s; echo '#rc'; cat rc 2>/dev/null"
+               % (shlex.quote(proc.out_dir), nodes_mod.STATE % proc.pid))
     out = proc.node.bounded(lambda: proc.node.run(command, check=False), POLL_TIMEOUT).stdout
     progress_text, rest = out.split("#ps", 1)
     ps_text, rc_text = rest.split("#rc", 1)
@@ -140,8 +141,7 @@ def poll(proc):
         pass  # caught between write and rename on a filesystem without atomic rename
     rc_text = rc_text.strip()
     proc.rc = int(rc_text) if rc_text.lstrip("-").isdigit() else None
-    state = ps_text.strip()
-    return bool(state) and not state.startswith("Z")
+    return nodes_mod.alive(ps_text)
 
 
 def watch(cell, processes, timeout, display):
@@ -198,8 +198,15 @@ def stop(processes):
             unreachable.add(proc.node.name)
             continue
         if left:
+            proc.killed_hard = sorted(set(proc.killed_hard) | set(left))
             hard[proc.label] = left
     return hard, sorted(unreachable)
+
+
+def killed_hard(processes):
+    """label -> pids that needed a KILL, over every stop of the cell (the services' included,
+    which are stopped before the others' cleanup)."""
+    return {p.label: p.killed_hard for p in processes if p.killed_hard}
 
 
 def kill_recorded(records, nodes_by_name):
@@ -241,7 +248,8 @@ def run_cell(cell, processes, timeout, status, save=lambda: None, after=(0.0, 0)
         if status["status"] == "failed":
             print("  %s: %s; stopping the cell on every node" % (cell.id, status["reason"]),
                   flush=True)
-        status["killed_hard"], status["unreachable"] = stop(processes)
+        _, status["unreachable"] = stop(processes)
+        status["killed_hard"] = killed_hard(processes)
         status["ended"] = time.time()
         status["seconds"] = status["ended"] - began
         if status["status"] == "failed":

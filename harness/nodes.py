@@ -15,6 +15,14 @@ import invoke
 
 from .errors import UserError
 
+STATE = "ps -o stat= -p %d"  # a process's state; empty when it is gone
+
+
+def alive(state_text):
+    """From STATE's output: running, not gone and not a zombie (dead, unreaped)."""
+    state = state_text.strip()
+    return bool(state) and not state.startswith("Z")
+
 q = shlex.quote
 
 
@@ -26,9 +34,6 @@ class Node:
 
     # --- transport: subclasses provide these three -------------------------------------------
     def _runner(self):
-        raise NotImplementedError
-
-    def put(self, local, remote):
         raise NotImplementedError
 
     def get(self, remote, local):
@@ -87,8 +92,7 @@ class Node:
         return int(self.run(command).stdout.strip().splitlines()[-1])
 
     def is_alive(self, pid):
-        state = self.run("ps -o stat= -p %d" % pid, check=False).stdout.strip()
-        return bool(state) and not state.startswith("Z")
+        return alive(self.run(STATE % pid, check=False).stdout)
 
     def group_members(self, pid):
         """Live pids in the session the run started (loader workers included); zombies are
@@ -142,9 +146,6 @@ class LocalNode(Node):
     def path(self, path):
         return os.path.expanduser(str(path))
 
-    def put(self, local, remote):
-        shutil.copyfile(local, remote)
-
     def get(self, remote, local):
         shutil.copyfile(remote, local)
 
@@ -184,9 +185,6 @@ class SshNode(Node):
         except Exception as exc:  # paramiko and socket errors: translate to cause + fix
             raise _ssh_error(self.host, exc) from None
         return conn
-
-    def put(self, local, remote):
-        self._runner().put(str(local), str(remote))
 
     def get(self, remote, local):
         self._runner().get(str(remote), str(local))

@@ -3,7 +3,7 @@ import time
 
 import psutil
 
-from harness import inventory, nodes
+from harness import inventory, launch, nodes
 
 
 def local_node():
@@ -70,3 +70,22 @@ def test_a_run_reads_the_versions_of_its_own_stack(tmp_path):
     assert manifest["host_facts"][host.name] == {"cpu_count": 2}
     (run / "manifest.json").write_text('{"stack": {"name": "paper"}}')  # never provisioned
     assert collect.finish_manifest(run, [nodes.connect(host)])["installed"] == {host.name: None}
+
+
+def test_a_service_that_needed_a_kill_is_recorded(tmp_path):
+    """stop_services kills the services first; the cell's cleanup stops again and finds them
+    gone. What needed a KILL is still in the cell's record (it was dropped before)."""
+    node = local_node()
+    (tmp_path / "stubborn.sh").write_text("trap '' TERM\nsleep 300 &\nwait\n")
+    pid = node.start_background("stubborn.sh", str(tmp_path), "log.txt")
+    time.sleep(0.3)
+    proc = launch.Process(node=node, role="ps", rank=0, out_dir=str(tmp_path), pid=pid,
+                          service=True)
+    assert launch.stop_services([proc])[0] == "failed"  # no clean result on SIGTERM
+    assert launch.stop([proc]) == ({}, [])  # the cleanup finds nothing left
+    assert pid in launch.killed_hard([proc])["node1/ps-0"]
+
+
+def test_liveness_reads_the_process_state():
+    assert nodes.alive("S\n") and nodes.alive("Rl")
+    assert not nodes.alive("") and not nodes.alive("Z+")

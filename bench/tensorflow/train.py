@@ -64,7 +64,7 @@ def calibrate(config, sampler, weights, batch):
     """A local copy of the model (weights: the trained model's) and a local optimizer: no
     collectives, no parameter servers. The local step (forward, backward, update) is one
     function, as in training: splitting a TF step into separate functions inflates it
-    (../shared/NOTES.md). backward = step - forward."""
+    (docs/methodology.md, "Framework facts"). backward = step - forward."""
     local = models.build(config["network"], config["classes"], config["input_size"])
     local.set_weights(weights)
     loss_fn = losses(config)
