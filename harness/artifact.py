@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from . import collect
+from .runfolder import RunFolder
 from .errors import UserError
 from .paths import REPO
 
@@ -32,7 +33,7 @@ SUMS = "SHA256SUMS"
 def build(results, run_id=None, junit=JUNIT):
     run = collect.run_dir(results, run_id)
     collect.check_format(run)
-    manifest = json.loads((run / "manifest.json").read_text())
+    manifest = RunFolder(run).manifest()
     report = run / "analysis" / "report.md"
     if not report.is_file():
         raise UserError("run %s has no report" % run.name,

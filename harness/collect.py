@@ -8,8 +8,10 @@ from pathlib import Path
 
 import registry
 
+from . import runfolder
 from .errors import UserError
 from .paths import REPO
+from .runfolder import RunFolder, read_json
 
 RESULTS_FORMAT = 1  # bump when the layout of results/<run-id>/ changes incompatibly
 # a result's summary keys that become records: the step, the four phases of the breakdown
@@ -25,32 +27,8 @@ def new_run_id():
 
 
 def run_dir(results, run_id=None):
-    """results/<run-id>; without an id, the newest run that has a manifest."""
-    root = Path(results)
-    if run_id:
-        path = root / run_id
-        if not (path / "manifest.json").is_file():
-            raise UserError("no run %r in %s" % (run_id, root),
-                            "list runs with `ls %s`, or omit --run for the latest" % root)
-        return path
-    runs = sorted(p for p in root.glob("*/manifest.json")) if root.is_dir() else []
-    if not runs:
-        raise UserError("no runs in %s" % root, "run `invoke bench` first")
-    return runs[-1].parent
-
-
-def read_json(path, default=None):
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return default
-
-
-def write_json(path, data):
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
-    tmp.replace(path)
+    """results/<run-id>; without an id, the newest run (harness/runfolder.py)."""
+    return runfolder.find(results, run_id)
 
 
 # --- manifest -------------------------------------------------------------------------------
@@ -64,7 +42,7 @@ def git_state():
 
 
 def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
-    write_json(path / "manifest.json", {
+    RunFolder(path).write_manifest({
         "results_format": RESULTS_FORMAT,
         "run_id": path.name,
         "command": " ".join(shlex.quote(a) for a in sys.argv),
@@ -84,7 +62,8 @@ def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
 
 
 def finish_manifest(path, nodes):
-    manifest = read_json(path / "manifest.json", {})
+    run = RunFolder(path)
+    manifest = run.manifest()
     stack = (manifest.get("stack") or {}).get("name")
     manifest["host_facts"] = {node.name: _node_json(node, "facts.json") for node in nodes}
     # the versions of the envs of the run's own stack (provisioning writes one file per stack)
@@ -92,7 +71,7 @@ def finish_manifest(path, nodes):
                              for node in nodes}
     manifest["setup"] = setup_flags(manifest)
     manifest["ended"] = time.time()
-    write_json(path / "manifest.json", manifest)
+    run.write_manifest(manifest)
     return manifest
 
 
@@ -109,7 +88,7 @@ def setup_flags(manifest):
 
 
 def check_format(path):
-    found = read_json(path / "manifest.json", {}).get("results_format")
+    found = RunFolder(path).manifest().get("results_format")
     if found != RESULTS_FORMAT:
         raise UserError("%s was written by results format %s; this version reads %d"
                         % (path, found, RESULTS_FORMAT),
@@ -141,10 +120,11 @@ def fetch_cell(path, status, nodes):
 
 def build_records(path):
     """One flat record per measured value, failed cells included (metric `status`)."""
-    manifest = read_json(path / "manifest.json", {})
+    run = RunFolder(path)
+    manifest = run.manifest()
     records = []
     for cell in manifest.get("cells", []):
-        status = read_json(path / cell["id"] / "status.json", {"status": "pending"})
+        status = run.status(cell["id"])
         base = _base(manifest, cell)
         records.append(dict(base, node=None, role=None, rank=None, metric="status",
                             value=1.0 if status["status"] == "succeeded" else 0.0, unit="ok",
@@ -152,10 +132,7 @@ def build_records(path):
         for result_file in sorted((path / cell["id"]).glob("*/*/result.json")):
             records.extend(_process_records(base, result_file))
         records.extend(_profile_records(base, path / cell["id"]))
-    out = path / "records.jsonl"
-    tmp = out.with_name("records.jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-    tmp.replace(out)
+    run.write_records(records)
     return records
 
 

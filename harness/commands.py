@@ -6,6 +6,7 @@ from pathlib import Path
 from . import (collect, datasets, estimate, interrupts, inventory, launch, matrix,
                nodes as nodes_mod, preflight, provision, resume, shaping, stacks)
 from .errors import UserError
+from .runfolder import CellStatus, RunFolder
 
 
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
@@ -19,7 +20,7 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
                "nodes": node_counts, "profile_steps": profile_steps}
     nodes = nodes_mod.connect_all(inv)
     path = Path(results) / run_id if run_id else None
-    resuming = path is not None and (path / "manifest.json").is_file() and not dry_run
+    resuming = path is not None and RunFolder(path).exists() and not dry_run
     if resuming:
         cells, todo = resume.plan(path, options, retry_failed, force)
     else:
@@ -73,7 +74,7 @@ def _start_run(path, inv, stack, profile, cells, options):
                            link_mbit=shaping.link_mbits(inv, cells))
     print("run %s: %d cell(s) -> %s" % (path.name, len(cells), path), flush=True)
     for cell in cells:
-        _write_status(path, cell, {"status": "pending"})
+        _write_status(path, cell, CellStatus(cell.id))
 
 
 def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=()):
@@ -119,7 +120,7 @@ def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0)):
     estimate (the run's ETA)."""
     shards = _shards(cell, cell.nodes)
     processes = launch.prepare(cell, run_id, nodes, stack, shards)
-    status = {"cell_id": cell.id, "settings": cell.settings, "status": "running"}
+    status = CellStatus(cell.id, status="running", settings=cell.settings)
     _write_status(path, cell, status)
     try:
         launch.run_cell(cell, processes, timeout or cell.default_timeout(), status,
@@ -132,10 +133,7 @@ def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0)):
 
 
 def _write_status(path, cell, status):
-    folder = path / cell.id
-    folder.mkdir(parents=True, exist_ok=True)
-    collect.write_json(folder / "status.json", dict(status, cell_id=cell.id,
-                                                    updated=time.time()))
+    RunFolder(path).save_status(status, time.time())
 
 
 def _report(cell, status):
@@ -173,14 +171,14 @@ def collect_run(inventory_name, results, run_id=None):
     collect.check_format(path)
     nodes = nodes_mod.connect_all(inventory.load(inventory_name))
     fetched = 0
-    for status_file in sorted(path.glob("*/status.json")):
-        status = collect.read_json(status_file, {})
+    run = RunFolder(path)
+    for status in run.statuses():
         if status.get("processes"):
             fetched += collect.fetch_cell(path, status, nodes)
     collect.finish_manifest(path, nodes)
     records = collect.build_records(path)
     print("collected %s: %d files, %d records -> %s"
-          % (path.name, fetched, len(records), path / "records.jsonl"))
+          % (path.name, fetched, len(records), run.records_path))
     return path
 
 
@@ -189,8 +187,7 @@ def analyze(results, run_id=None):
 
     path = collect.run_dir(results, run_id)
     collect.check_format(path)
-    if not (path / "records.jsonl").is_file():
-        raise UserError("%s has no records.jsonl" % path, "run `invoke collect` first")
+    RunFolder(path).require_records()
     return report.build(path)
 
 
@@ -202,9 +199,7 @@ def compare(results, run_a, run_b, out=None):
     for run_id in (run_a, run_b):
         path = collect.run_dir(results, run_id)
         collect.check_format(path)
-        if not (path / "records.jsonl").is_file():
-            raise UserError("%s has no records.jsonl" % path,
-                            "run `invoke collect --run %s` first" % path.name)
+        RunFolder(path).require_records()
         paths.append(path)
     if paths[0] == paths[1]:
         raise UserError("compare needs two different runs (both are %s)" % paths[0].name,

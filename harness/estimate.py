@@ -11,9 +11,8 @@ The verdict profile's planned steps are its ceiling: its estimate is an upper bo
 """
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
-from . import collect
+from . import runfolder
 
 ESTIMATE_STEPS = 8  # `invoke estimate`: steps per cell (warm-up 2 included)
 
@@ -41,9 +40,8 @@ def history(results, inventory_name, stack_name):
         if ((manifest.get("inventory") or {}).get("name") != inventory_name
                 or (manifest.get("stack") or {}).get("name") != stack_name):
             continue
-        timings = _timings(run / "records.jsonl")
-        for status_file in run.glob("*/status.json"):
-            status = collect.read_json(status_file, {})
+        timings = _timings(run.records_path)
+        for status in run.statuses():
             settings = status.get("settings") or {}
             timing = timings.get(status.get("cell_id"))
             if status.get("status") != "succeeded" or not timing or not settings:
@@ -90,11 +88,10 @@ def duration(seconds):
 
 
 def _runs(results):
-    root = Path(results)
-    for path in root.glob("*/manifest.json") if root.is_dir() else []:
-        manifest = collect.read_json(path, {})
+    for run in runfolder.every_run(results):
+        manifest = run.manifest()
         if manifest:
-            yield manifest, path.parent
+            yield manifest, run
 
 
 def _timings(records_path):

@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import collect, commands, inventory, matrix, nodes as nodes_mod, provision
+from . import collect, commands, inventory, matrix, nodes as nodes_mod, provision, runfolder
 
 VICTIM = ("worker", 1)  # node 2's worker: never the process that coordinates
 
@@ -62,7 +62,7 @@ def strays(nodes, run_id):
 
 def launch_to_first_step(cell_path, started):
     """Seconds from launch until the last process that reports steps had finished its first."""
-    stamps = [collect.read_json(p, {}).get("first_step_at")
+    stamps = [runfolder.read_json(p, {}).get("first_step_at")
               for p in cell_path.glob("*/*/progress.json")]
     stamps = [s for s in stamps if s]
     return max(stamps) - started if stamps else None
@@ -78,7 +78,7 @@ def benchmark(inventory_name, stack_name, results, systems=None, steps=200):
         rows.append(fault_row(inv, inventory_name, stack_name, results, system, steps))
     print_table(rows)
     out = Path(results) / ("fault-bench-%s.json" % collect.new_run_id())
-    collect.write_json(out, {"inventory": inventory_name, "steps": steps, "rows": rows})
+    runfolder.write_json(out, {"inventory": inventory_name, "steps": steps, "rows": rows})
     print("written to %s" % out)
     return rows
 
@@ -94,7 +94,7 @@ def fault_row(inv, inventory_name, stack_name, results, system, steps):
                    steps=steps, repeats=2)
     killer.join(timeout=1)
     path = Path(results) / run_id
-    faulted, after = (collect.read_json(path / c.id / "status.json", {}) for c in cells)
+    faulted, after = (runfolder.RunFolder(path).status(c.id) for c in cells)
     return {
         "fault": "%s: worker on node 2 killed" % system, "system": system, "run": str(path),
         "killed_at": killer.killed_at, "status": faulted.get("status"),

@@ -4,13 +4,13 @@ Unfinished: pending cells, cells left `running` by a controller that died, and c
 an interrupt. `--retry-failed` adds the other failed cells, `--force` every cell. An earlier
 attempt of a cell that runs again is moved to `.attempts/`, never overwritten.
 """
-import shutil
 from collections import Counter
 from dataclasses import fields
 
 from . import collect, launch
 from .errors import UserError
 from .matrix import Cell
+from .runfolder import RunFolder
 
 # options that choose cells: a resumed run's cells come from its manifest instead
 SELECTING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "nodes",
@@ -27,11 +27,11 @@ def plan(path, options, retry_failed=False, force=False):
         raise UserError("run %s exists and its cells come from its manifest: --%s would "
                         "plan others" % (path.name, ", --".join(given)),
                         "leave them out to resume it, or start a new run (no --run)")
-    manifest = collect.read_json(path / "manifest.json")
-    cells = [cell_from(settings) for settings in manifest.get("cells", [])]
+    run = RunFolder(path)
+    cells = [cell_from(settings) for settings in run.manifest().get("cells", [])]
     todo, kept = [], Counter()
     for cell in cells:
-        status = collect.read_json(path / cell.id / "status.json", {"status": "pending"})
+        status = run.status(cell.id)
         if should_run(status, retry_failed, force):
             todo.append(cell)
         else:
@@ -66,20 +66,7 @@ def prepare(path, cells, nodes):
     """Before running cells again: stop what a dead controller left running (by recorded pid),
     move each earlier attempt aside, mark the cells pending."""
     by_name = {node.name: node for node in nodes}
+    run = RunFolder(path)
     for cell in cells:
-        folder = path / cell.id
-        status = collect.read_json(folder / "status.json", {"status": "pending"})
-        launch.kill_recorded(status.get("processes") or [], by_name)
-        if status["status"] != "pending" and folder.is_dir():
-            shutil.move(str(folder), str(attempt_folder(path, cell.id)))
-        folder.mkdir(parents=True, exist_ok=True)
-        collect.write_json(folder / "status.json", {"cell_id": cell.id, "status": "pending"})
-
-
-def attempt_folder(path, cell_id):
-    attempts = path / ".attempts"
-    attempts.mkdir(exist_ok=True)
-    number = 1
-    while (attempts / ("%s.%d" % (cell_id, number))).exists():
-        number += 1
-    return attempts / ("%s.%d" % (cell_id, number))
+        launch.kill_recorded(run.status(cell.id).get("processes") or [], by_name)
+        run.set_aside(cell.id)

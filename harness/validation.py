@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import collect, commands, matrix
+from .runfolder import RunFolder
 
 BENCHMARK = "lenet5-cifar10"
 GOAL_ERROR = 0.05
@@ -46,7 +47,7 @@ def compare(system, paths):
     """One system-mode's row: the full run's measured execution time; each verdict run's
     projection, interval and error; the in-run projection's error; the full run's spread."""
     from analysis import tidy
-    records = {name: _system(tidy.load_records(Path(path) / "records.jsonl"), system)
+    records = {name: _system(tidy.load_records(RunFolder(path).records_path), system)
                for name, path in paths.items()}
     groups = {name: _group(recs) for name, recs in records.items()}
     full = groups["full"]
@@ -175,5 +176,5 @@ def walls(runs):
 
 
 def _wall(run_path):
-    manifest = collect.read_json(Path(run_path) / "manifest.json", {})
+    manifest = RunFolder(run_path).manifest()
     return (manifest.get("ended") or 0) - (manifest.get("started") or 0)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import collect, faults, inventory, matrix, nodes as nodes_mod
+from harness import faults, inventory, matrix, nodes as nodes_mod, runfolder
 from harness.paths import REPO
 from tests.conftest import INVOKE, invoke
 
@@ -59,8 +59,8 @@ def test_an_interrupted_run_resumes_with_only_its_unfinished_cells(provisioned, 
     cells = matrix.plan("smoke", 3, systems="pytorch-sync,mxnet-sync", steps=200)
     second = tmp_path / run_id / cells[1].id / "status.json"
     deadline = time.monotonic() + 300
-    while collect.read_json(second, {}).get("status") != "running" or \
-            not collect.read_json(second, {}).get("processes"):
+    while runfolder.read_json(second, {}).get("status") != "running" or \
+            not runfolder.read_json(second, {}).get("processes"):
         assert time.monotonic() < deadline and bench.poll() is None, bench.stdout.read()
         time.sleep(0.2)
     bench.send_signal(signal.SIGINT)  # Ctrl-C
@@ -68,8 +68,8 @@ def test_an_interrupted_run_resumes_with_only_its_unfinished_cells(provisioned, 
     assert bench.returncode == 130, out
     assert "Traceback" not in out and "invoke bench --run %s" % run_id in out
     first = tmp_path / run_id / cells[0].id
-    assert collect.read_json(first / "status.json")["status"] == "succeeded"
-    status = collect.read_json(second)
+    assert runfolder.read_json(first / "status.json")["status"] == "succeeded"
+    status = runfolder.read_json(second)
     assert (status["status"], status["reason"]) == ("failed", "interrupted")
     nodes = nodes_mod.connect_all(inventory.load("local"))
     assert sum(len(p) for p in faults.strays(nodes, run_id).values()) == 0
@@ -79,7 +79,7 @@ def test_an_interrupted_run_resumes_with_only_its_unfinished_cells(provisioned, 
     assert "1 cell(s) to run; kept: 1 succeeded" in out
     assert "cell 1/1" in out and cells[1].id in out and cells[0].id not in out.split("cell 1/1")[1]
     assert {p: p.stat().st_mtime for p in first.rglob("*") if p.is_file()} == kept
-    assert collect.read_json(second)["status"] == "succeeded"
+    assert runfolder.read_json(second)["status"] == "succeeded"
     assert (tmp_path / run_id / ".attempts" / (cells[1].id + ".1") / "status.json").is_file()
     out = invoke("bench", "--run", run_id, "--results", str(tmp_path)).stdout
     assert "nothing left to run" in out
@@ -90,7 +90,7 @@ def test_fail_fast_leaves_the_rest_pending(provisioned, tmp_path):
                  "--timeout", "8", "--fail-fast", "--results", str(tmp_path)).stdout
     assert "stopping (--fail-fast): 1 cell(s) left pending" in out
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    states = sorted(collect.read_json(p)["status"] for p in run.glob("*/status.json"))
+    states = sorted(runfolder.read_json(p)["status"] for p in run.glob("*/status.json"))
     assert states == ["failed", "pending"]
 
 
@@ -167,12 +167,12 @@ def test_a_dead_controller_leaves_nothing_running_and_its_run_resumes(provisione
     (cell,) = matrix.plan("smoke", 3, systems="pytorch-sync", epochs=4, steps=300)
     status_file = tmp_path / run_id / cell.id / "status.json"
     deadline = time.monotonic() + 300
-    while not collect.read_json(status_file, {}).get("processes"):
+    while not runfolder.read_json(status_file, {}).get("processes"):
         assert time.monotonic() < deadline and bench.poll() is None
         time.sleep(0.2)
     progress = Path(inventory.load("local").hosts[0].workdir).expanduser() / "runs" / run_id / \
         cell.id / "worker-0" / "progress.json"
-    while collect.read_json(progress, {}).get("step", 0) < 5:  # training, not starting up
+    while runfolder.read_json(progress, {}).get("step", 0) < 5:  # training, not starting up
         assert time.monotonic() < deadline and bench.poll() is None
         time.sleep(0.2)
     bench.kill()
@@ -186,10 +186,10 @@ def test_a_dead_controller_leaves_nothing_running_and_its_run_resumes(provisione
     with capsys.disabled():
         print("\ncontroller killed: its roles stopped themselves %.1f s later (lease %d s)"
               % (time.monotonic() - killed, launch.LEASE_SECONDS))
-    assert collect.read_json(status_file)["status"] == "running"
+    assert runfolder.read_json(status_file)["status"] == "running"
     node1 = Path(inventory.load("local").hosts[0].workdir).expanduser()
     lease_log = (node1 / "runs" / run_id / cell.id / "worker-0" / "lease.log").read_text()
     assert "lease expired" in lease_log
     out = invoke("bench", "--run", run_id, "--results", str(tmp_path)).stdout
     assert "1 cell(s) to run" in out
-    assert collect.read_json(status_file)["status"] == "succeeded"
+    assert runfolder.read_json(status_file)["status"] == "succeeded"

@@ -1,0 +1,173 @@
+"""A run's folder, results/<run-id>/: manifest.json, <cell-id>/status.json, records.jsonl and
+.attempts/. This module is the only one that names those files; collect.py fetches and makes
+the records, commands.py and resume.py say what changed, and this writes it."""
+import json
+import shutil
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from .errors import UserError
+
+MANIFEST, STATUS, RECORDS, ATTEMPTS = "manifest.json", "status.json", "records.jsonl", ".attempts"
+STATES = ("pending", "running", "succeeded", "failed")
+
+
+def read_json(path, default=None):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def write_json(path, data):
+    """Whole or not at all: written beside, then renamed over."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
+    tmp.replace(path)
+
+
+@dataclass
+class CellStatus:
+    """One cell's status.json. Item access (status["reason"]) works as on the dict it was;
+    a key that is not a field is an error, so a misspelt key cannot pass unseen."""
+    cell_id: str
+    status: str = "pending"
+    reason: str = ""
+    settings: dict = None
+    started: float = None
+    detected: float = None   # when the end or the fault was seen; cleanup follows
+    ended: float = None
+    seconds: float = None
+    updated: float = None
+    processes: list = field(default_factory=list)  # node, role, rank, pid, out_dir of each
+    killed_hard: dict = field(default_factory=dict)
+    unreachable: list = field(default_factory=list)
+    log_tails: dict = field(default_factory=dict)
+    fetched_files: int = 0
+
+    def __post_init__(self):
+        if self.status not in STATES:
+            raise ValueError("cell %s: status %r is not one of %s"
+                             % (self.cell_id, self.status, ", ".join(STATES)))
+
+    def __getitem__(self, key):
+        self._known(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key, value):
+        self._known(key)
+        setattr(self, key, value)
+
+    def get(self, key, default=None):
+        value = getattr(self, key, None)
+        return default if value is None else value
+
+    def update(self, **changes):
+        for key, value in changes.items():
+            self[key] = value
+
+    def _known(self, key):
+        if key not in self.names():
+            raise KeyError("status.json has no key %r" % key)
+
+    @classmethod
+    def names(cls):
+        return {f.name for f in fields(cls)}
+
+    @classmethod
+    def from_dict(cls, data):
+        return cls(**{k: v for k, v in data.items() if k in cls.names()})
+
+    def to_dict(self):
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class RunFolder:
+    def __init__(self, path):
+        self.path = Path(path)
+        self.name = self.path.name
+
+    # --- manifest ---
+    @property
+    def manifest_path(self):
+        return self.path / MANIFEST
+
+    def exists(self):
+        return self.manifest_path.is_file()
+
+    def manifest(self):
+        return read_json(self.manifest_path, {})
+
+    def write_manifest(self, manifest):
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json(self.manifest_path, manifest)
+
+    # --- cells ---
+    def status(self, cell_id):
+        data = read_json(self.path / cell_id / STATUS)
+        return CellStatus.from_dict(dict(data, cell_id=cell_id)) if data else CellStatus(cell_id)
+
+    def save_status(self, status, now):
+        folder = self.path / status.cell_id
+        folder.mkdir(parents=True, exist_ok=True)
+        status.updated = now
+        write_json(folder / STATUS, status.to_dict())
+
+    def statuses(self):
+        """Every cell folder's status, in cell-id order."""
+        return [self.status(p.parent.name) for p in sorted(self.path.glob("*/" + STATUS))]
+
+    def set_aside(self, cell_id):
+        """Move an earlier attempt of the cell to .attempts/<cell-id>.<n> (never overwritten)
+        and leave a fresh folder marked pending."""
+        folder = self.path / cell_id
+        if self.status(cell_id).status != "pending" and folder.is_dir():
+            shutil.move(str(folder), str(self._attempt_folder(cell_id)))
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(folder / STATUS, CellStatus(cell_id).to_dict())
+
+    def _attempt_folder(self, cell_id):
+        attempts = self.path / ATTEMPTS
+        attempts.mkdir(exist_ok=True)
+        number = 1
+        while (attempts / ("%s.%d" % (cell_id, number))).exists():
+            number += 1
+        return attempts / ("%s.%d" % (cell_id, number))
+
+    # --- records ---
+    @property
+    def records_path(self):
+        return self.path / RECORDS
+
+    def write_records(self, records):
+        tmp = self.records_path.with_name(RECORDS + ".tmp")
+        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+        tmp.replace(self.records_path)
+
+    def require_records(self):
+        if not self.records_path.is_file():
+            raise UserError("%s has no %s" % (self.path, RECORDS),
+                            "run `invoke collect --run %s` first" % self.name)
+        return self.records_path
+
+
+def find(results, run_id=None):
+    """results/<run-id>; without an id, the newest run by its manifest's start time."""
+    root = Path(results)
+    if run_id:
+        run = RunFolder(root / run_id)
+        if not run.exists():
+            raise UserError("no run %r in %s" % (run_id, root),
+                            "list runs with `ls %s`, or omit --run for the latest" % root)
+        return run.path
+    runs = every_run(root)
+    if not runs:
+        raise UserError("no runs in %s" % root, "run `invoke bench` first")
+    return max(runs, key=lambda r: (r.manifest().get("started") or 0, r.name)).path
+
+
+def every_run(results):
+    root = Path(results)
+    return [RunFolder(p.parent) for p in sorted(root.glob("*/" + MANIFEST))] if root.is_dir() \
+        else []

@@ -1,0 +1,64 @@
+"""The run folder (harness/runfolder.py): typed cell status, attempts kept aside, the newest
+run by start time."""
+import pytest
+
+from harness import runfolder
+from harness.errors import UserError
+from harness.runfolder import CellStatus, RunFolder
+
+
+def test_a_status_round_trips_and_refuses_unknown_keys(tmp_path):
+    run = RunFolder(tmp_path / "r1")
+    status = CellStatus("cell-a", status="running", settings={"benchmark": "lenet5-cifar10"})
+    status.update(reason="", started=10.0)
+    status["processes"] = [{"node": "node1", "pid": 42}]
+    run.save_status(status, now=11.0)
+    again = run.status("cell-a")
+    assert again == CellStatus("cell-a", status="running", reason="", started=10.0,
+                               updated=11.0, settings={"benchmark": "lenet5-cifar10"},
+                               processes=[{"node": "node1", "pid": 42}])
+    assert again.get("seconds", 0.0) == 0.0
+    with pytest.raises(KeyError, match="no key 'reasn'"):
+        again["reasn"] = "typo"
+    with pytest.raises(ValueError, match="status 'done' is not one of"):
+        CellStatus("cell-a", status="done")
+
+
+def test_a_cell_without_a_status_file_is_pending(tmp_path):
+    assert RunFolder(tmp_path).status("never-ran") == CellStatus("never-ran")
+
+
+def test_an_earlier_attempt_is_set_aside_never_overwritten(tmp_path):
+    run = RunFolder(tmp_path / "r1")
+    for attempt in (1, 2):
+        run.save_status(CellStatus("cell-a", status="failed", reason="try %d" % attempt), 1.0)
+        (run.path / "cell-a" / "log.txt").write_text("attempt %d" % attempt)
+        run.set_aside("cell-a")
+        assert run.status("cell-a").status == "pending"
+    kept = sorted(p.name for p in (run.path / ".attempts").iterdir())
+    assert kept == ["cell-a.1", "cell-a.2"]
+    assert (run.path / ".attempts" / "cell-a.2" / "log.txt").read_text() == "attempt 2"
+
+
+def test_a_pending_cell_is_not_set_aside(tmp_path):
+    run = RunFolder(tmp_path / "r1")
+    run.set_aside("cell-a")
+    assert not (run.path / ".attempts").exists()
+
+
+def test_the_latest_run_is_the_newest_by_start_time_not_by_name(tmp_path):
+    """A user-named run sorts after every dated one; it must not hide a later run."""
+    for name, started in (("20261123-killB3", 100.0), ("20261123-090000", 200.0),
+                          ("20261122-230000", 50.0)):
+        RunFolder(tmp_path / name).write_manifest({"run_id": name, "started": started})
+    assert runfolder.find(tmp_path).name == "20261123-090000"
+    assert runfolder.find(tmp_path, "20261123-killB3").name == "20261123-killB3"
+    with pytest.raises(UserError, match="no run 'nope'"):
+        runfolder.find(tmp_path, "nope")
+
+
+def test_a_run_without_records_names_the_collect_to_run(tmp_path):
+    run = RunFolder(tmp_path / "r1")
+    with pytest.raises(UserError) as error:
+        run.require_records()
+    assert "invoke collect --run r1" in error.value.fix
