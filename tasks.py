@@ -3,14 +3,18 @@
 Options in, one call into harness/, nothing else. Defaults come from invoke.yaml.
 """
 import functools
+from types import SimpleNamespace
 
 from invoke import Collection, Exit, task
 
 import registry
 
 
-def _defaults(c):
-    return c.config.get("dlbench", {})
+def _options(c, **given):
+    """The task's options, each one not given (None) taken from invoke.yaml's `dlbench`
+    section: the one place where defaults are merged."""
+    defaults = c.config.get("dlbench", {})
+    return SimpleNamespace(**{k: defaults.get(k) if v is None else v for k, v in given.items()})
 
 
 def _user_errors(function):
@@ -49,9 +53,8 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
               nodes=None):
     """Build the framework envs, install bench/, push dataset shards, record host facts."""
     from harness import provision as prov
-    d = _defaults(c)
-    prov.run(inventory or d["inventory"], stack or d["stack"], profile or d["profile"],
-             data=data, archive=data_archive, nodes=nodes)
+    o = _options(c, inventory=inventory, stack=stack, profile=profile)
+    prov.run(o.inventory, o.stack, o.profile, data=data, archive=data_archive, nodes=nodes)
 
 
 @task(help=dict(COMMON,
@@ -85,9 +88,8 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
     """Run the matrix (or resume a run): one cell at a time on every node at once, watched,
     stopped by pid."""
     from harness import commands
-    d = _defaults(c)
-    commands.bench(inventory or d["inventory"], stack or d["stack"], profile or d["profile"],
-                   results or d["results"], run_id=run, dry_run=dry_run, benchmarks=benchmarks,
+    o = _options(c, inventory=inventory, stack=stack, profile=profile, results=results)
+    commands.bench(o.inventory, o.stack, o.profile, o.results, run_id=run, dry_run=dry_run, benchmarks=benchmarks,
                    systems=systems, epochs=commands.check_positive("epochs", epochs),
                    steps=commands.check_positive("steps", steps), data=data,
                    timeout=commands.check_positive("timeout", timeout),
@@ -106,10 +108,8 @@ def estimate(c, inventory=None, stack=None, profile=None, benchmarks=None, syste
     """Time a few steps of every cell of a plan, so that `bench --dry-run` and --max-hours can
     tell how long the real run will take."""
     from harness import commands
-    d = _defaults(c)
-    commands.estimate_run(inventory or d["inventory"], stack or d["stack"],
-                          profile or d["profile"], results or d["results"],
-                          benchmarks=benchmarks, systems=systems, data=data)
+    o = _options(c, inventory=inventory, stack=stack, profile=profile, results=results)
+    commands.estimate_run(o.inventory, o.stack, o.profile, o.results, benchmarks=benchmarks, systems=systems, data=data)
 
 
 @task(help={"inventory": COMMON["inventory"], "run": "run id (default: the latest)",
@@ -118,8 +118,8 @@ def estimate(c, inventory=None, stack=None, profile=None, benchmarks=None, syste
 def collect(c, inventory=None, run=None, results=None):
     """Fetch results and logs from every node; write manifest.json and records.jsonl."""
     from harness import commands
-    d = _defaults(c)
-    commands.collect_run(inventory or d["inventory"], results or d["results"], run)
+    o = _options(c, inventory=inventory, results=results)
+    commands.collect_run(o.inventory, o.results, run)
 
 
 @task(help={"run": "run id (default: the latest)",
@@ -128,8 +128,7 @@ def collect(c, inventory=None, run=None, results=None):
 def analyze(c, run=None, results=None):
     """Tidy table, figures (PNG, PDF) and report.md for a run."""
     from harness import commands
-    d = _defaults(c)
-    commands.analyze(results or d["results"], run)
+    commands.analyze(_options(c, results=results).results, run)
 
 
 @task(help={"run_a": "the first run's id (e.g. a run on the paper-py39 stack)",
@@ -141,7 +140,7 @@ def compare(c, run_a, run_b, results=None, out=None):
     """Two runs side by side: every claim and cell with both values, intervals and the change,
     and whether each finding holds under one stack, both or neither."""
     from harness import commands
-    commands.compare(results or _defaults(c)["results"], run_a, run_b, out)
+    commands.compare(_options(c, results=results).results, run_a, run_b, out)
 
 
 @task(help=dict(COMMON, results="results folder [invoke.yaml: results]"))
@@ -149,9 +148,8 @@ def compare(c, run_a, run_b, results=None, out=None):
 def reproduce(c, inventory=None, stack=None, profile=None, data=None, results=None):
     """provision, bench, collect, analyze in order; prints where the report is."""
     from harness import commands
-    d = _defaults(c)
-    commands.reproduce(inventory or d["inventory"], stack or d["stack"],
-                       profile or d["profile"], results or d["results"], data=data)
+    o = _options(c, inventory=inventory, stack=stack, profile=profile, results=results)
+    commands.reproduce(o.inventory, o.stack, o.profile, o.results, data=data)
 
 
 @task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
@@ -162,9 +160,10 @@ def reproduce(c, inventory=None, stack=None, profile=None, data=None, results=No
 def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=200, rounds=5,
              frameworks=None):
     """Benchmark: each framework's loop bare and instrumented on node 1; prints the ratio."""
-    from harness import commands, overhead as oh
-    d = _defaults(c)
-    oh.run(inventory or d["inventory"], stack or d["stack"], benchmark,
+    from harness import commands
+    from selfcheck import overhead as oh
+    o = _options(c, inventory=inventory, stack=stack)
+    oh.run(o.inventory, o.stack, benchmark,
            commands.check_positive("steps", steps), commands.check_positive("rounds", rounds),
            frameworks.split(",") if frameworks else None)
 
@@ -176,9 +175,10 @@ def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20
 def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20):
     """Benchmark: forward/backward from the calibration vs the profiler's operator times (the
     framework with a cross-check in registry/systems.yml)."""
-    from harness import commands, overhead as oh
-    d = _defaults(c)
-    oh.crosscheck(inventory or d["inventory"], stack or d["stack"], benchmark,
+    from harness import commands
+    from selfcheck import overhead as oh
+    o = _options(c, inventory=inventory, stack=stack)
+    oh.crosscheck(o.inventory, o.stack, benchmark,
                   commands.check_positive("steps", steps))
 
 
@@ -190,18 +190,18 @@ def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=
 def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=None):
     """Benchmark: per system-mode, kill node 2's worker mid-cell; print launch-to-first-step,
     detection, cleanup, strays, and a no-op provisioning re-run."""
-    from harness import commands, faults
-    d = _defaults(c)
-    faults.benchmark(inventory or d["inventory"], stack or d["stack"], results or d["results"],
-                     systems, commands.check_positive("steps", steps))
+    from harness import commands
+    from selfcheck import faults
+    o = _options(c, inventory=inventory, stack=stack, results=results)
+    faults.benchmark(o.inventory, o.stack, o.results, systems, commands.check_positive("steps", steps))
 
 
 @task(name="analysis-bench", help={"repeats": "repeats of each of the 30 cells [3]",
                                    "hours": "hours of 1 Hz memory log per process [1]"})
 def analysis_bench(c, repeats=3, hours=1.0):
     """Benchmark: time the analysis of a paper-sized, hand-made run (goal < 30 s)."""
-    from analysis import benchmark
-    benchmark.run(int(repeats), float(hours))
+    from selfcheck import analysis_bench
+    analysis_bench.run(int(repeats), float(hours))
 
 
 @task(help={"run": "run id (default: the latest)", "results": "results folder [invoke.yaml: "
@@ -219,7 +219,7 @@ def artifact(c, run=None, results=None, verify=None):
         if differing:
             raise Exit("error: the rebuilt report differs from the archived one", code=1)
         return
-    bundle.build(results or _defaults(c)["results"], run)
+    bundle.build(_options(c, results=results).results, run)
 
 
 @task(name="verdict-check", help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
@@ -229,10 +229,9 @@ def artifact(c, run=None, results=None, verify=None):
 def verdict_check(c, inventory=None, stack=None, systems=None, results=None):
     """Benchmark: LeNet-5 at the paper's full length against the verdict profile's projection
     of it, per system-mode (goal: error within 5%); prints the table and both wall times."""
-    from harness import validation
-    d = _defaults(c)
-    validation.run(inventory or d["inventory"], stack or d["stack"], results or d["results"],
-                   systems=systems)
+    from selfcheck import validation
+    o = _options(c, inventory=inventory, stack=stack, results=results)
+    validation.run(o.inventory, o.stack, o.results, systems=systems)
 
 
 @task(name="stack-envs", help={"stack": "one stack (default: every stack in stacks/)"})
@@ -258,7 +257,7 @@ def stack_envs(c, stack=None):
 def cluster_up(c, hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1,
                memory=4096):
     """Create the emulated hosts (namespaces, sshd, shaped links, cgroups) and inventory/netns.yml."""
-    from harness import cluster
+    from harness.clusters import emulated as cluster
     cluster.up(int(hosts), network, rate, delay, loss, float(vcpus), int(memory))
 
 
@@ -266,7 +265,7 @@ def cluster_up(c, hosts=3, network="1gbit", rate=None, delay=None, loss=None, vc
 @_user_errors
 def cluster_down(c):
     """Remove everything cluster.up made, and nothing else (results stay)."""
-    from harness import cluster
+    from harness.clusters import emulated as cluster
     cluster.down()
 
 
@@ -274,7 +273,7 @@ def cluster_down(c):
 @_user_errors
 def cluster_status(c):
     """Show the emulated hosts, their links and limits."""
-    from harness import cluster
+    from harness.clusters import emulated as cluster
     cluster.status()
 
 

@@ -4,7 +4,8 @@ import time
 from pathlib import Path
 
 from . import (collect, datasets, estimate, interrupts, inventory, launch, matrix,
-               nodes as nodes_mod, preflight, provision, resume, shaping, stacks)
+               nodes as nodes_mod, preflight, provision, resume, stacks)
+from .clusters import links
 from .errors import UserError
 from .runfolder import CellStatus, RunFolder
 
@@ -24,7 +25,7 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     if resuming:
         cells, todo = resume.plan(path, options, retry_failed, force)
     else:
-        networks = shaping.check(inv, network)
+        networks = links.check(inv, network)
         cells = matrix.plan(profile, len(inv.hosts), benchmarks=benchmarks, systems=systems,
                             epochs=epochs, steps=steps, data=data, repeats=repeats,
                             networks=networks,
@@ -71,7 +72,7 @@ def _check_limit(expected, max_hours):
 def _start_run(path, inv, stack, profile, cells, options):
     path.mkdir(parents=True, exist_ok=True)
     collect.start_manifest(path, inv, stack, profile, cells, options,
-                           link_mbit=shaping.link_mbits(inv, cells))
+                           link_mbit=links.link_mbits(inv, cells))
     print("run %s: %d cell(s) -> %s" % (path.name, len(cells), path), flush=True)
     for cell in cells:
         _write_status(path, cell, CellStatus(cell.id))
@@ -85,7 +86,7 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
         for index, cell in enumerate(cells, 1):
             interrupts.check()
             print("cell %d/%d" % (index, len(cells)), flush=True)
-            shaping.apply(cell)
+            links.apply(cell)
             after = [seconds.get(c.id) for c in cells[index:]]
             outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout,
                                          (sum(s for s in after if s is not None),
@@ -110,7 +111,7 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
     return {"run_id": run_id, "path": path, "outcomes": outcomes}
 
 
-def _shards(cell, nodes_count):
+def shard_index(cell, nodes_count):
     meta = datasets.prepare(cell.dataset, cell.data, nodes_count, progress=lambda m: None)
     return json.loads((meta / "shards.json").read_text())
 
@@ -118,7 +119,7 @@ def _shards(cell, nodes_count):
 def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0)):
     """after: the expected seconds of the cells after this one and how many of them have no
     estimate (the run's ETA)."""
-    shards = _shards(cell, cell.nodes)
+    shards = shard_index(cell, cell.nodes)
     processes = launch.prepare(cell, run_id, nodes, stack, shards)
     status = CellStatus(cell.id, status="running", settings=cell.settings)
     _write_status(path, cell, status)

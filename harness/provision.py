@@ -9,7 +9,7 @@ import sys
 import tarfile
 import time
 
-from . import datasets, inventory, matrix, stacks, vagrant
+from . import clusters, datasets, inventory, matrix, stacks
 from .errors import UserError
 from .paths import BENCH, PLAYBOOKS, REPO, cache_dir
 
@@ -67,8 +67,7 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None):
 
 
 def run(inventory_name, stack_name, profile, data=None, archive=None, check=False, nodes=None):
-    if inventory_name == "vagrant":  # the VMs are up and inventory/vagrant.yml is current
-        vagrant.prepare()
+    clusters.prepare(inventory_name)  # the VMs up, where the inventory is Vagrant's
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
     counts = node_counts(nodes, len(inv.hosts))

@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from analysis import claims, consistency, network, operators, report, stats, synthetic, testbed
+from analysis import claims, consistency, network, operators, report, stats, testbed
+from tests import fixtures
 from analysis import tidy
 
 BENCHMARKS = claims.PAPER_BENCHMARKS
@@ -16,9 +17,9 @@ def matrix(tf_over_torch, base=100.0):
     """Every benchmark: PyTorch `base` s, TensorFlow-sync `tf_over_torch` times that."""
     cells = []
     for b in BENCHMARKS:
-        cells += [synthetic.cell(b, "pytorch-sync", base),
-                  synthetic.cell(b, "tensorflow-sync", base * tf_over_torch),
-                  synthetic.cell(b, "mxnet-sync", base / 1.38)]
+        cells += [fixtures.cell(b, "pytorch-sync", base),
+                  fixtures.cell(b, "tensorflow-sync", base * tf_over_torch),
+                  fixtures.cell(b, "mxnet-sync", base / 1.38)]
     return cells
 
 
@@ -31,7 +32,7 @@ def verdicts(run, bed=None):
 
 
 def test_tf_sync_at_2_65x_pytorch_is_reproduced(tmp_path):
-    claim = verdicts(synthetic.write_run(tmp_path, matrix(2.65)))["tf_sync_vs_pytorch_sync"]
+    claim = verdicts(fixtures.write_run(tmp_path, matrix(2.65)))["tf_sync_vs_pytorch_sync"]
     assert claim["measured"] == pytest.approx(2.65)
     assert claim["verdict"] == "reproduced" and claim["paper"] == 2.65
     assert (claim["low"], claim["high"]) == pytest.approx((2.65, 2.65))  # steps all equal
@@ -39,7 +40,7 @@ def test_tf_sync_at_2_65x_pytorch_is_reproduced(tmp_path):
 
 
 def test_tf_sync_at_1_2x_pytorch_is_not_reproduced(tmp_path):
-    found = verdicts(synthetic.write_run(tmp_path, matrix(1.2)))
+    found = verdicts(fixtures.write_run(tmp_path, matrix(1.2)))
     assert found["tf_sync_vs_pytorch_sync"]["measured"] == pytest.approx(1.2)
     assert found["tf_sync_vs_pytorch_sync"]["verdict"] == "not reproduced"
     # the other headline ratio still holds; unmeasured modes are said to be unmeasured
@@ -48,15 +49,15 @@ def test_tf_sync_at_1_2x_pytorch_is_not_reproduced(tmp_path):
 
 
 def test_order_claims(tmp_path):
-    cells = [synthetic.cell("lenet5-cifar10", s, t) for s, t in
+    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in
              [("pytorch-sync", 50), ("tensorflow-sync", 60), ("tensorflow-async", 70),
               ("mxnet-sync", 90), ("mxnet-async", 95)]]
-    found = verdicts(synthetic.write_run(tmp_path, cells))
+    found = verdicts(fixtures.write_run(tmp_path, cells))
     assert found["lenet_pytorch_fastest"]["verdict"] == "reproduced"
     assert found["lenet_mxnet_last"]["verdict"] == "reproduced"
     assert found["lenet_mxnet_sync_vs_pytorch"]["measured"] == pytest.approx(1.8)
-    cells[0] = synthetic.cell("lenet5-cifar10", "pytorch-sync", 100)  # now PyTorch is last
-    found = verdicts(synthetic.write_run(tmp_path / "b", cells))
+    cells[0] = fixtures.cell("lenet5-cifar10", "pytorch-sync", 100)  # now PyTorch is last
+    found = verdicts(fixtures.write_run(tmp_path / "b", cells))
     assert found["lenet_pytorch_fastest"]["verdict"] == "not reproduced"
     assert found["lenet_mxnet_last"]["verdict"] == "not reproduced"
 
@@ -65,21 +66,21 @@ def test_an_order_the_intervals_cannot_separate_is_inconclusive(tmp_path):
     """PyTorch 50 s against TensorFlow 51 s, each over 12 projected steps that vary by 20%:
     the intervals overlap, so "PyTorch is the fastest" can be neither confirmed nor denied."""
     rng = np.random.default_rng(1)
-    cells = [synthetic.cell("lenet5-cifar10", s, t, steps=12, epochs=1,
+    cells = [fixtures.cell("lenet5-cifar10", s, t, steps=12, epochs=1,
                             samples=t / 3960 * rng.uniform(0.8, 1.2, 12))
              for s, t in [("pytorch-sync", 50.0), ("tensorflow-sync", 51.0),
                           ("mxnet-sync", 90.0)]]
-    found = verdicts(synthetic.write_run(tmp_path, cells))
+    found = verdicts(fixtures.write_run(tmp_path, cells))
     assert found["lenet_pytorch_fastest"]["verdict"] == "inconclusive"
     assert "separated by their 95% intervals: 1 of 2" in found["lenet_pytorch_fastest"]["basis"]
 
 
 def test_repeats_give_mean_interval_and_cv_flag(tmp_path):
-    cells = [synthetic.cell("lenet5-cifar10", "pytorch-sync", t, repeat=r)
+    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", t, repeat=r)
              for r, t in enumerate((10.0, 11.0, 12.0))]
-    cells += [synthetic.cell("lenet5-cifar10", "mxnet-sync", t, repeat=r)
+    cells += [fixtures.cell("lenet5-cifar10", "mxnet-sync", t, repeat=r)
               for r, t in enumerate((20.0, 20.2, 20.4))]
-    run = synthetic.write_run(tmp_path, cells)
+    run = fixtures.write_run(tmp_path, cells)
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     torch = groups.set_index("system").loc["pytorch-sync"]
     assert torch.execution_seconds == pytest.approx(11.0) and torch.repeats == 3
@@ -93,9 +94,9 @@ def test_repeats_give_mean_interval_and_cv_flag(tmp_path):
 
 def test_table_v_and_breakdown_totals(tmp_path):
     phases = {"loading": 0.01, "forward": 0.02, "backward": 0.03, "communication": 0.04}
-    cells = [synthetic.cell(b, "pytorch-sync", 100.0, phases=phases)
+    cells = [fixtures.cell(b, "pytorch-sync", 100.0, phases=phases)
              for b in ("lenet5-cifar10", "alexnet-cifar10", "resnet18-cifar100")]
-    run = synthetic.write_run(tmp_path, cells)
+    run = fixtures.write_run(tmp_path, cells)
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     # measured at the paper's length (100 s, no start-up); loading, forward and backward at
     # 3,959 steps x 0.06 s; communication the rest: 100 - 237.54 (a negative residual: the
@@ -114,9 +115,9 @@ def test_bandwidth_bound():
 
 
 def test_missing_and_failed_cells_are_reported_not_dropped(tmp_path):
-    cells = [synthetic.cell("lenet5-cifar10", "pytorch-sync", 10.0),
-             synthetic.cell("lenet5-cifar10", "mxnet-sync", 10.0, status="failed")]
-    run = synthetic.write_run(tmp_path, cells, planned=[("lenet5-cifar10", "tensorflow-sync")])
+    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 10.0),
+             fixtures.cell("lenet5-cifar10", "mxnet-sync", 10.0, status="failed")]
+    run = fixtures.write_run(tmp_path, cells, planned=[("lenet5-cifar10", "tensorflow-sync")])
     built = report.build(run, quiet=True)
     groups = built["groups"].set_index("system")
     assert groups.loc["mxnet-sync"].status == "failed"
@@ -128,7 +129,7 @@ def test_missing_and_failed_cells_are_reported_not_dropped(tmp_path):
 
 
 def test_html_report_is_self_contained(tmp_path):
-    run = synthetic.write_run(tmp_path, matrix(2.0)[:3], memory_rows=50)
+    run = fixtures.write_run(tmp_path, matrix(2.0)[:3], memory_rows=50)
     built = report.build(run, quiet=True)
     html = built["html"].read_text()
     assert html.count("data:image/png;base64,") == len(built["figures"]) >= 4
@@ -144,9 +145,9 @@ def test_scaling_speedup_and_efficiency(tmp_path):
     for nodes, step in ((1, 1.0), (2, 1.25), (3, 1.5)):
         phases = {"loading": 0.0, "forward": step / 2, "backward": step / 2,
                   "communication": 0.0}
-        cells.append(synthetic.cell("lenet5-cifar10", "pytorch-sync", step * 3960,
+        cells.append(fixtures.cell("lenet5-cifar10", "pytorch-sync", step * 3960,
                                     phases=phases, nodes=nodes))
-    run = synthetic.write_run(tmp_path, cells)
+    run = fixtures.write_run(tmp_path, cells)
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     table = tidy.scaling_table(groups).set_index("nodes")
     assert table.speedup.tolist() == pytest.approx([1.0, 1.6, 2.0])
@@ -164,9 +165,9 @@ def test_a_cell_that_is_mostly_start_up_projects_to_the_paper_length(tmp_path):
     is start-up + 3,959 more steps (the first is inside start-up) = 101.675 s, not the
     measured 3 s scaled, and not 3 s."""
     phases = {"loading": 0.005, "forward": 0.008, "backward": 0.01, "communication": 0.002}
-    spec = synthetic.cell("lenet5-cifar10", "pytorch-sync", 3.0, steps=12, epochs=1,
+    spec = fixtures.cell("lenet5-cifar10", "pytorch-sync", 3.0, steps=12, epochs=1,
                           startup=2.7, phases=phases)
-    cells = tidy.cell_table(tidy.load_records(synthetic.write_run(tmp_path, [spec]) /
+    cells = tidy.cell_table(tidy.load_records(fixtures.write_run(tmp_path, [spec]) /
                                               "records.jsonl"))
     cell = cells.iloc[0]
     assert cell.startup == pytest.approx(2.7) and cell.projected
@@ -178,7 +179,7 @@ def test_a_cell_that_is_mostly_start_up_projects_to_the_paper_length(tmp_path):
 
 
 def test_the_slowest_worker_sets_the_cells_time(tmp_path):
-    run = synthetic.write_run(tmp_path, [synthetic.cell(
+    run = fixtures.write_run(tmp_path, [fixtures.cell(
         "lenet5-cifar10", "pytorch-sync", 3.0, steps=12, epochs=1, startup=1.0)])
     lines = (run / "records.jsonl").read_text().splitlines()
     # node3's worker starts 0.5 s later than the others
@@ -215,17 +216,17 @@ def test_an_interval_that_straddles_the_band_is_inconclusive(tmp_path):
     for b in BENCHMARKS:
         for system, seconds in (("pytorch-sync", 100.0), ("tensorflow-sync", 200.0)):
             step = seconds / 3960
-            cells.append(synthetic.cell(b, system, seconds, steps=30, epochs=1,
+            cells.append(fixtures.cell(b, system, seconds, steps=30, epochs=1,
                                         samples=step * rng.uniform(0.6, 1.4, 30)))
-    claim = verdicts(synthetic.write_run(tmp_path, cells))["tf_sync_vs_pytorch_sync"]
+    claim = verdicts(fixtures.write_run(tmp_path, cells))["tf_sync_vs_pytorch_sync"]
     assert claim["low"] < 2.65 * 0.75 < claim["high"]
     assert claim["verdict"] == "inconclusive"
 
 
 def test_a_headline_claim_measured_on_one_benchmark_is_partial(tmp_path):
-    cells = [synthetic.cell("lenet5-cifar10", "pytorch-sync", 100.0),
-             synthetic.cell("lenet5-cifar10", "tensorflow-sync", 265.0)]
-    claim = verdicts(synthetic.write_run(tmp_path, cells))["tf_sync_vs_pytorch_sync"]
+    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 100.0),
+             fixtures.cell("lenet5-cifar10", "tensorflow-sync", 265.0)]
+    claim = verdicts(fixtures.write_run(tmp_path, cells))["tf_sync_vs_pytorch_sync"]
     assert claim["verdict"] == "partial (1 of 6)"
     assert claim["measured"] == pytest.approx(2.65)
     assert "on those: reproduced" in claim["basis"]
@@ -240,7 +241,7 @@ SHARED = {"inventory": {"name": "local", "hosts": [
 
 
 def test_nodes_sharing_two_cores_make_cross_framework_claims_not_comparable(tmp_path):
-    run = synthetic.write_run(tmp_path, matrix(2.65), manifest=SHARED)
+    run = fixtures.write_run(tmp_path, matrix(2.65), manifest=SHARED)
     manifest = json_of(run / "manifest.json")
     bed = testbed.describe(manifest)
     assert bed["shares_cores"] is True
@@ -281,7 +282,7 @@ def test_nodes_with_cores_of_their_own_are_comparable():
 def test_operator_table_is_per_worker(tmp_path):
     """Three TF-sync workers with 1.49, 4.15 and 2.64 ms of convolution per step: the table
     says 2.76 ms per worker, not their sum (8.28 ms); the per-worker check passes."""
-    run = synthetic.write_run(tmp_path, [synthetic.cell("lenet5-cifar10", "tensorflow-sync",
+    run = fixtures.write_run(tmp_path, [fixtures.cell("lenet5-cifar10", "tensorflow-sync",
                                                         100.0)])
     records = tidy.load_records(run / "records.jsonl")
     cell_id = records.cell_id.iloc[0]
@@ -301,7 +302,7 @@ def test_operator_table_is_per_worker(tmp_path):
 
 
 def test_consistency_checks_catch_a_breakdown_that_misses_fig3(tmp_path):
-    run = synthetic.write_run(tmp_path, [synthetic.cell("lenet5-cifar10", "pytorch-sync",
+    run = fixtures.write_run(tmp_path, [fixtures.cell("lenet5-cifar10", "pytorch-sync",
                                                         100.0)])
     groups = groups_of(run)
     assert all(c["ok"] for c in consistency.fig3_vs_breakdown(groups))
@@ -331,18 +332,18 @@ def test_a_run_with_later_epochs_projects_each_epoch_at_its_own_rate(tmp_path):
     every step (their mean, 0.1333 s) would give 5 + 3,959 x 0.1333 = 532.9 s."""
     samples = [0.2] * 20 + [0.1] * 40
     mean = sum(samples) / len(samples)
-    spec = synthetic.cell("lenet5-cifar10", "pytorch-sync", 5.0 + 80 * mean, steps=40,
+    spec = fixtures.cell("lenet5-cifar10", "pytorch-sync", 5.0 + 80 * mean, steps=40,
                           epochs=2, startup=5.0, samples=samples,
                           sample_epochs=[0] * 20 + [1] * 40,
                           phases={p: mean / 4 for p in tidy.PHASES})
-    run = synthetic.write_run(tmp_path, [spec])
+    run = fixtures.write_run(tmp_path, [spec])
     cells = tidy.cell_table(tidy.load_records(run / "records.jsonl"))
     (row,) = cells.to_dict("records")
     assert row["execution_seconds"] == pytest.approx(5 + 395 * 0.2 + 9 * 396 * 0.1)
     assert stats.interval(row["execution_boot"]) == pytest.approx((440.4, 440.4))
     # without the epochs: one rate, the old projection
     spec["sample_epochs"] = None
-    run = synthetic.write_run(tmp_path / "b", [spec])
+    run = fixtures.write_run(tmp_path / "b", [spec])
     (row,) = tidy.cell_table(tidy.load_records(run / "records.jsonl")).to_dict("records")
     assert row["execution_seconds"] == pytest.approx(5 + 3959 * mean)
 
@@ -366,9 +367,9 @@ def test_a_cell_stopped_at_the_ceiling_names_its_noisiest_process(tmp_path):
     std 10 / mean 20 = 50%)."""
     samples = [0.02] * 35 + [0.01, 0.03] * 60
     epochs = [0] * 35 + [1] * 120
-    cell = synthetic.cell("lenet5-cifar10", "pytorch-sync", 30.0, startup=5.0, steps=40,
+    cell = fixtures.cell("lenet5-cifar10", "pytorch-sync", 30.0, startup=5.0, steps=40,
                           epochs=4, samples=samples, sample_epochs=epochs)
-    run = synthetic.write_run(tmp_path, [cell])
+    run = fixtures.write_run(tmp_path, [cell])
     rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
     for rank, (width, why) in enumerate([(0.01, "precision"), (0.08, "ceiling"),
                                           (0.02, "precision")]):

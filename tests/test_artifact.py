@@ -5,7 +5,8 @@ import tarfile
 
 import pytest
 
-from analysis import claims, report, synthetic
+from analysis import claims, report
+from tests import fixtures
 from harness import artifact
 from harness.errors import UserError
 
@@ -18,9 +19,9 @@ JUNIT = """<testsuites><testsuite name="pytest">
 
 @pytest.fixture()
 def archive(tmp_path):
-    cells = [synthetic.cell(b, s, t) for b in claims.PAPER_BENCHMARKS
+    cells = [fixtures.cell(b, s, t) for b in claims.PAPER_BENCHMARKS
              for s, t in (("pytorch-sync", 100.0), ("tensorflow-sync", 265.0))]
-    run = synthetic.write_run(tmp_path, cells, run_id="r1", memory_rows=3)
+    run = fixtures.write_run(tmp_path, cells, run_id="r1", memory_rows=3)
     report.build(run, quiet=True)
     junit = tmp_path / "junit.xml"
     junit.write_text(JUNIT)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import cluster, faults, inventory, launch, matrix, nodes
+from harness import inventory, launch, matrix, nodes
+from harness.clusters import emulated as cluster
+from selfcheck import faults
 from harness.errors import UserError
 from harness.paths import REPO
 from tests.conftest import INVOKE, invoke

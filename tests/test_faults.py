@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import faults, inventory, matrix, nodes as nodes_mod, runfolder
+from harness import inventory, matrix, nodes as nodes_mod, runfolder
+from selfcheck import faults
 from harness.paths import REPO
 from tests.conftest import INVOKE, invoke
 

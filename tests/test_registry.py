@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 FRAMEWORK = re.compile(r"tensorflow|pytorch|mxnet", re.IGNORECASE)
 # the code that must not name a framework: the controller and the analysis (docstrings and
 # comments may explain; names and strings may not)
-CHECKED = sorted(REPO.glob("harness/*.py")) + sorted(REPO.glob("analysis/*.py")) + [
-    REPO / "tasks.py"]
+CHECKED = sorted(p for folder in ("harness", "analysis", "selfcheck")
+                 for p in (REPO / folder).rglob("*.py")) + [REPO / "tasks.py"]
 
 
 def named_in_code(path):

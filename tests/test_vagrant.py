@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from harness import inventory, vagrant
+from harness import inventory
+from harness.clusters import vagrant
 from harness.errors import UserError
 from harness.paths import REPO
 

@@ -2,8 +2,9 @@
 the in-run projection from a full run's first steps, the full run's spread, the goal."""
 import pytest
 
-from analysis import synthetic, tidy
-from harness import validation
+from analysis import tidy
+from tests import fixtures
+from selfcheck import validation
 
 BENCH, SYSTEM = "lenet5-cifar10", "pytorch-sync"
 
@@ -15,17 +16,17 @@ def full_run(tmp_path):
     epochs = [0] * 386 + [e for e in range(1, 10) for _ in range(396)]
     mean = sum(samples) / len(samples)
     phases = {p: mean / 4 for p in tidy.PHASES}
-    cell = synthetic.cell(BENCH, SYSTEM, 5 + mean * 3960, startup=5.0, phases=phases,
+    cell = fixtures.cell(BENCH, SYSTEM, 5 + mean * 3960, startup=5.0, phases=phases,
                           samples=samples, sample_epochs=epochs)
-    return synthetic.write_run(tmp_path, [cell], run_id="full")
+    return fixtures.write_run(tmp_path, [cell], run_id="full")
 
 
 def verdict_run(tmp_path):
     """The verdict profile's shape: 35 first-epoch samples, 120 later ones."""
-    cell = synthetic.cell(BENCH, SYSTEM, 9.0, startup=5.0, steps=40, epochs=4,
+    cell = fixtures.cell(BENCH, SYSTEM, 9.0, startup=5.0, steps=40, epochs=4,
                           samples=[0.02] * 35 + [0.01] * 120,
                           sample_epochs=[0] * 35 + [1] * 40 + [2] * 40 + [3] * 40)
-    return synthetic.write_run(tmp_path, [cell], run_id="before")
+    return fixtures.write_run(tmp_path, [cell], run_id="before")
 
 
 def records(run):

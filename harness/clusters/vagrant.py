@@ -12,8 +12,8 @@ import subprocess
 
 import yaml
 
-from .errors import UserError
-from .paths import INVENTORIES, REPO
+from ..errors import UserError
+from ..paths import INVENTORIES, REPO
 
 INVENTORY = INVENTORIES / "vagrant.yml"
 STATE = REPO / ".vagrant" / "dlbench"

@@ -7,9 +7,9 @@ import shlex
 
 import registry
 
-from . import inventory, launch, matrix, nodes as nodes_mod, preflight, stacks
-from .commands import _shards
-from .errors import UserError
+from harness import inventory, launch, matrix, nodes as nodes_mod, preflight, stacks
+from harness.commands import shard_index
+from harness.errors import UserError
 
 # one synchronous system-mode per framework: its trainer's local_loop is what runs
 FRAMEWORK_SYSTEM = {framework: next(name for name, e in registry.systems().items()
@@ -44,7 +44,7 @@ def measure(cell, nodes, stack, steps, rounds):
 def run_module(cell, nodes, stack, module, *args):
     """`python -m module cell.json ARGS` for rank 0 of the cell on node 1, in the framework's
     environment with the cell's thread settings; returns the JSON of its last output line."""
-    shards = _shards(cell, cell.nodes)
+    shards = shard_index(cell, cell.nodes)
     preflight.check(nodes, stack, [cell])
     proc = launch.prepare(cell, "overhead", nodes, stack, shards)[0]  # node 1, rank 0
     node = proc.node

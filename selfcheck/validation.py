@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import collect, commands, matrix
-from .runfolder import RunFolder
+from harness import collect, commands, matrix
+from harness.runfolder import RunFolder
 
 BENCHMARK = "lenet5-cifar10"
 GOAL_ERROR = 0.05

@@ -13,8 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from .errors import UserError
-from .paths import INVENTORIES, cache_dir
+from ..errors import UserError
+from ..paths import INVENTORIES, cache_dir
 
 SUBNET = "10.77.0"           # private; the controller is .1, host i is .(10 + i)
 BRIDGE = "dlb-br0"

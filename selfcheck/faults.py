@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import collect, commands, inventory, matrix, nodes as nodes_mod, provision, runfolder
+from harness import collect, commands, inventory, matrix, nodes as nodes_mod, provision, runfolder
 
 VICTIM = ("worker", 1)  # node 2's worker: never the process that coordinates
 
