@@ -27,8 +27,12 @@ def new_run_id():
 
 
 def run_dir(results, run_id=None):
-    """results/<run-id>; without an id, the newest run (harness/runfolder.py)."""
-    return runfolder.find(results, run_id)
+    """results/<run-id>; without an id, the newest run by start time (harness/runfolder.py),
+    and the task says which it took."""
+    path = runfolder.find(results, run_id)
+    if not run_id:
+        print("run %s (the newest by start time; --run picks another)" % path.name, flush=True)
+    return path
 
 
 # --- manifest -------------------------------------------------------------------------------
