@@ -15,7 +15,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
+from analysis import tidy
 from harness import collect, commands, matrix
 from harness.runfolder import RunFolder
 
@@ -46,7 +48,6 @@ def run(inventory_name, stack_name, results, systems=None, data="synthetic"):
 def compare(system, paths):
     """One system-mode's row: the full run's measured execution time; each verdict run's
     projection, interval and error; the in-run projection's error; the full run's spread."""
-    from analysis import tidy
     records = {name: _system(tidy.load_records(RunFolder(path).records_path), system)
                for name, path in paths.items()}
     groups = {name: _group(recs) for name, recs in records.items()}
@@ -62,7 +63,7 @@ def compare(system, paths):
             row[name] = {"projected": short["execution_seconds"], "low": short["ci_low"],
                          "high": short["ci_high"], "stop": short["stop"],
                          "error": short["execution_seconds"] / measured - 1}
-    if "before" in records:
+    if row.get("before"):
         row["in_run"] = in_run_projection(records["full"], records["before"]) / measured - 1
     return row
 
@@ -72,7 +73,6 @@ def _system(records, system):
 
 
 def _group(records):
-    from analysis import tidy
     groups = tidy.group_table(tidy.cell_table(records)).to_dict("records")
     return groups[0] if groups else None
 
@@ -81,7 +81,6 @@ def in_run_projection(full, short):
     """The projection the verdict profile would have made from the full run's own first
     steps: per process, its first k first-epoch and first m later-epoch step times, k and m
     as many as the same process timed in the verdict run, and its wall step scaled alike."""
-    from analysis import tidy
     cut = []
     counts = _sample_counts(short)
     for key, proc in full[full.metric != "status"].groupby(["role", "rank"], dropna=False):
@@ -97,7 +96,6 @@ def in_run_projection(full, short):
         proc.at[index, "sample_epochs"] = [e for _, e in kept]
         proc.loc[proc.metric == "wall_step", "value"] = ratio * np.mean([s for s, _ in kept])
         cut.append(proc)
-    import pandas as pd
     return tidy.projection(pd.concat(cut), None)["execution_seconds"]
 
 

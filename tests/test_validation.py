@@ -65,3 +65,12 @@ def test_a_row_compares_each_verdict_run_with_the_full_runs_measurement(tmp_path
 def test_the_goal_needs_every_verdict_run_within_five_percent(errors, spread, expected):
     row = {"before": {"error": errors[0]}, "after": {"error": errors[1]}, "spread": spread}
     assert validation.goal(row) == expected
+
+
+def test_a_failed_verdict_run_leaves_its_columns_empty(tmp_path):
+    full = full_run(tmp_path)
+    failed = fixtures.write_run(tmp_path, [fixtures.cell(BENCH, SYSTEM, 9.0, status="failed")],
+                                run_id="before")
+    row = validation.compare(SYSTEM, {"full": str(full), "before": str(failed)})
+    assert "before" not in row and "in_run" not in row
+    assert validation.goal(row).startswith("not met")
