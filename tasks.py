@@ -252,13 +252,16 @@ def stack_envs(c, stack=None):
                        "delay": "added one-way delay, e.g. 5ms (needs the kernel's netem)",
                        "loss": "packet loss, e.g. 0.1% (needs the kernel's netem)",
                        "vcpus": "CPU quota per host, in cores [1]",
-                       "memory": "memory limit per host, MB [4096]"})
+                       "memory": "memory limit per host, MB [4096]",
+                       "slurm": "also run Slurm on them: munged and slurmctld here, a slurmd "
+                                "in each host (Debian's slurm-wlm and munge)"})
 @_user_errors
 def cluster_up(c, hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1,
-               memory=4096):
+               memory=4096, slurm=False):
     """Create the emulated hosts (namespaces, sshd, shaped links, cgroups) and inventory/netns.yml."""
     from harness.clusters import emulated as cluster
-    cluster.up(int(hosts), network, rate, delay, loss, float(vcpus), int(memory))
+    cluster.up(int(hosts), network, rate, delay, loss, float(vcpus), int(memory),
+               with_slurm=slurm)
 
 
 @task(name="down")

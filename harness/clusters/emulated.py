@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..paths import INVENTORIES, cache_dir
+from . import slurm
 
 SUBNET = "10.77.0"           # private; the controller is .1, host i is .(10 + i)
 BRIDGE = "dlb-br0"
@@ -51,16 +52,23 @@ def require_root():
 
 # --- up ----------------------------------------------------------------------------------------
 
-def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memory_mb=4096):
-    """Create the hosts, or report that they exist. Returns the state."""
+def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memory_mb=4096,
+       with_slurm=False):
+    """Create the hosts (and, with_slurm, Slurm on them), or report that they exist. Returns
+    the state."""
     require_root()
+    if with_slurm:
+        slurm.require_packages()
     if state_file().is_file():
         state = read_state()
         if all(host_alive(host) for host in state["hosts"]):
             write_inventory(state)  # this checkout may not have it (the state is per machine)
+            if with_slurm and not state.get("slurm"):
+                start_slurm(state)
             write_state(state)
-            print("emulated cluster already up: %d hosts (cluster.down first to change it); "
-                  "inventory %s" % (len(state["hosts"]), INVENTORY))
+            print("emulated cluster already up: %d hosts%s (cluster.down first to change it); "
+                  "inventory %s" % (len(state["hosts"]), " with Slurm" if state.get("slurm")
+                                    else "", INVENTORY))
             return state
         print("emulated cluster state is stale (a host or its sshd is gone): removing it "
               "and starting again")
@@ -81,14 +89,26 @@ def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memo
         write_known_hosts(state)
         write_inventory(state)
         wait_for_ssh(state)
+        if with_slurm:
+            start_slurm(state)
     except BaseException:
         write_state(state)  # what exists so far, so that `down` removes it
         raise
     write_state(state)
     print("emulated cluster up in %.1f s: %d hosts on %s.0/24 at %d Mbit/s, %g vCPU and %d MB "
-          "each; inventory %s" % (time.monotonic() - started, hosts, SUBNET, mbit, vcpus,
-                                  memory_mb, INVENTORY))
+          "each%s; inventory %s" % (time.monotonic() - started, hosts, SUBNET, mbit, vcpus,
+                                    memory_mb, ", Slurm on them" if with_slurm else "",
+                                    INVENTORY))
     return state
+
+
+def start_slurm(state):
+    try:
+        slurm.up(state, SUBNET + ".1")
+    finally:
+        write_state(state)  # the pids started so far, so that `down` stops them
+    print("Slurm up: slurmctld at %s.1, a slurmd in each host; export SLURM_CONF=%s"
+          % (SUBNET, state["slurm"]["conf"]))
 
 
 def link_rate(network, rate, delay, loss):
@@ -340,6 +360,7 @@ def down():
         return
     started = time.monotonic()
     state = read_state()
+    slurm.down(state)
     for host in state["hosts"]:
         remove_host(host)
     if state.get("bridge"):
@@ -386,14 +407,18 @@ def status():
           "%s MB per host; inventory %s" % (len(state["hosts"]), state.get("bridge"), SUBNET,
                                             state["rate_mbit"], state["vcpus"],
                                             state["memory_mb"], state.get("inventory")))
+    nodes = slurm.node_states(state) if state.get("slurm") else {}
+    if state.get("slurm"):
+        print("Slurm: export SLURM_CONF=%s" % state["slurm"]["conf"])
     for host in state["hosts"]:
         alive = pid_running(host.get("sshd_pid", 0))
         qdisc = sh("tc", "qdisc", "show", "dev", "eth0", namespace=host["namespace"],
                    check=False).stdout.strip().splitlines()
         procs = sum(len(Path(c, "cgroup.procs").read_text().split())
                     for c in host.get("cgroups", [])[:1] if Path(c).is_dir())
-        print("  %s  %-12s ns %-10s sshd %s  %d processes  %s"
+        print("  %s  %-12s ns %-10s sshd %s  %d processes  %s%s"
               % (host["name"], host["address"], host["namespace"],
                  "up (pid %d)" % host["sshd_pid"] if alive else "DOWN",
-                 procs, qdisc[0] if qdisc else "no qdisc"))
+                 procs, qdisc[0] if qdisc else "no qdisc",
+                 "  slurm %s" % nodes.get(host["name"], "?") if state.get("slurm") else ""))
     return state
