@@ -15,7 +15,7 @@ import yaml
 from .errors import UserError
 from .paths import INVENTORIES
 
-CONNECTIONS = ("local", "ssh")
+CONNECTIONS = ("local", "ssh", "slurm")
 HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 CPU_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
@@ -103,6 +103,9 @@ def load(name_or_path):
                         "see inventory/local.yml for the expected layout")
     group_vars = _group_vars(path.parent)
     raw_hosts = _raw_hosts(path, data["all"], group_vars)
+    if (data["all"].get("vars") or {}).get("ansible_connection") == "slurm":
+        from .clusters import allocation  # the hosts are the allocation's, not listed
+        raw_hosts = allocation.hosts(path, data["all"].get("vars") or {})
     if not raw_hosts:
         raise UserError("inventory %s: no hosts under all.children.nodes.hosts or all.hosts" % path,
                         "list the benchmark nodes under all.children.nodes.hosts")
@@ -187,7 +190,7 @@ def _host(path, name, v):
 
     connection = v.get("ansible_connection", "ssh")
     if connection not in CONNECTIONS:
-        fail("ansible_connection", "is %r" % connection, "use `local` or `ssh`")
+        fail("ansible_connection", "is %r" % connection, "use `local`, `ssh` or `slurm`")
     for required in ("address", "cluster_interface", "vcpus", "workdir", "base_port", "env_root"):
         if v.get(required) in (None, ""):
             fail(required, "is missing", "add `%s:` to the host or its group vars" % required)

@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -198,6 +199,89 @@ class SshNode(Node):
         self._conn = None  # closing it could hang as well
 
 
+class SlurmNode(Node):
+    """A node of a Slurm allocation: each command is a job step on it (srun --overlap, so it
+    runs beside the roles' steps), and each role is a job step of its own, which stopping
+    the role cancels (scancel) besides killing its pid."""
+    STEP_FILE = "slurm_step"  # written in the role's folder: which job step ran it
+
+    def __init__(self, host):
+        super().__init__(host)
+        self.job = host.vars.get("slurm_job")
+        self._roles = {}  # pid -> (srun client, folder)
+
+    def srun(self, *command):
+        return ["srun", "--jobid=%s" % self.job, "--overlap", "--nodes=1", "--ntasks=1",
+                "--nodelist=%s" % self.name, "--quiet", *command]
+
+    def _runner(self):
+        return _Srun(self)
+
+    def get(self, remote, local):
+        data = subprocess.run(self.srun("cat", str(remote)), capture_output=True, timeout=120)
+        if data.returncode != 0:
+            raise UserError("%s: cannot read %s through srun: %s"
+                            % (self.name, remote, data.stderr.decode(errors="replace")[-500:]))
+        Path(local).write_bytes(data.stdout)
+
+    def start_background(self, script, cwd, log):
+        """The role as its own job step, in a session of its own (so that the pid kill
+        reaches its children); returns its pid once the step has written it."""
+        inner = "echo $$ > role.pid; exec bash %s" % q(script)
+        command = ("cd %s || exit 97; echo $SLURM_JOB_ID.$SLURM_STEP_ID > %s; "
+                   "exec setsid -w bash -c %s > %s 2>&1 < /dev/null"
+                   % (q(cwd), self.STEP_FILE, q(inner), q(log)))
+        client = subprocess.Popen(self.srun("--job-name=dlbench-role", "bash", "-c", command),
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            text = (self.read_text("%s/role.pid" % cwd) or "").strip()
+            if text.isdigit():
+                self._roles[int(text)] = (client, cwd)
+                return int(text)
+            if client.poll() is not None:
+                break
+            time.sleep(0.2)
+        client.kill()
+        raise UserError("%s: the job step for %s did not start" % (self.name, script),
+                        "check `squeue -s -j %s` and the node's slurmd log" % self.job)
+
+    def kill(self, pid, grace=5.0):
+        hard = super().kill(pid, grace)
+        client, cwd = self._roles.pop(pid, (None, None))
+        step = (self.read_text("%s/%s" % (cwd, self.STEP_FILE)) or "").strip() if cwd else ""
+        if step:
+            subprocess.run(["scancel", "--quiet", step], capture_output=True, timeout=30)
+        if client is not None:
+            try:
+                client.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                client.kill()
+        return hard
+
+
+class _Srun:
+    """Node.run's runner for a Slurm node: one job step per command."""
+
+    def __init__(self, node):
+        self.node = node
+
+    def run(self, command, hide=True, warn=True, timeout=None, in_stream=False):
+        try:
+            done = subprocess.run(self.node.srun("bash", "-c", command), capture_output=True,
+                                  text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise UserError("%s: a job step did not finish within %s s" % (self.node.name,
+                                                                          timeout)) from None
+        return _Result(done.returncode, done.stdout, done.stderr)
+
+
+class _Result:
+    def __init__(self, exited, stdout, stderr):
+        self.exited, self.stdout, self.stderr = exited, stdout, stderr
+
+
 def _ssh_error(host, exc):
     import paramiko
 
@@ -219,6 +303,8 @@ def _ssh_error(host, exc):
 
 
 def connect(host):
+    if host.connection == "slurm":
+        return SlurmNode(host)
     return LocalNode(host) if host.connection == "local" else SshNode(host)
 
 

@@ -65,6 +65,8 @@ def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memo
             write_inventory(state)  # this checkout may not have it (the state is per machine)
             if with_slurm and not state.get("slurm"):
                 start_slurm(state)
+            elif state.get("slurm"):
+                write_slurm_inventory(state)
             write_state(state)
             print("emulated cluster already up: %d hosts%s (cluster.down first to change it); "
                   "inventory %s" % (len(state["hosts"]), " with Slurm" if state.get("slurm")
@@ -105,6 +107,7 @@ def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memo
 def start_slurm(state):
     try:
         slurm.up(state, SUBNET + ".1")
+        write_slurm_inventory(state)
     finally:
         write_state(state)  # the pids started so far, so that `down` stops them
     print("Slurm up: slurmctld at %s.1, a slurmd in each host; export SLURM_CONF=%s"
@@ -302,6 +305,24 @@ def write_inventory(state):
     state["inventory"] = str(INVENTORY)
     # another checkout on this machine may have written its own copy: down removes them all
     state["inventories"] = sorted(set(state.get("inventories", [])) | {str(INVENTORY)})
+
+
+SLURM_INVENTORY = INVENTORIES / "netns-slurm.yml"
+
+
+def write_slurm_inventory(state):
+    """inventory/netns-slurm.yml: the emulated hosts as a Slurm allocation's nodes, with the
+    netns inventory's workdirs, so that what `provision --inventory netns` put there serves."""
+    SLURM_INVENTORY.write_text(
+        "# Written by `invoke cluster.up --slurm`; removed by `invoke cluster.down`.\n"
+        "# The hosts come from the allocation (SLURM_JOB_ID); provision with --inventory netns.\n"
+        "all:\n  vars:\n    ansible_connection: slurm\n    cluster_interface: eth0\n"
+        "    workdir: ~/.cache/dlbench/netns/{host}\n    env_root: ~/.cache/dlbench/envs\n"
+        "    shared_env_root: true\n    base_port: 29500\n    link_mbit: %d\n"
+        % state["rate_mbit"])
+    paths = state.setdefault("inventories", [])
+    if str(SLURM_INVENTORY) not in paths:
+        paths.append(str(SLURM_INVENTORY))
 
 
 def host_alive(host):
