@@ -63,14 +63,6 @@ def ordered(names):
             + sorted(n for n in names if n not in known))
 
 
-def colour(name):
-    return systems().get(name, {}).get("colour")
-
-
-def with_communication(kind, manifest=None):
-    return tuple(n for n, e in systems(manifest).items() if e["communication"] == kind)
-
-
 def shown_packages():
     """Every framework's packages that the report lists, in the registry's order."""
     return tuple(p for f in frameworks().values() for p in f["shown"])
