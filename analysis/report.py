@@ -345,8 +345,13 @@ def failures_section(cells):
     failed = cells[cells.status != "succeeded"]
     items = ["`%s`: %s%s" % (r.cell_id, r.status, " (%s)" % r.reason if r.reason else "")
              for r in failed.itertuples()]
-    return [("h2", "Failed or missing cells"),
-            ("list", items) if items else ("p", "None: every planned cell succeeded.")]
+    blocks = [("h2", "Failed or missing cells"),
+              ("list", items) if items else ("p", "None: every planned cell succeeded.")]
+    warned = cells[cells.warning.fillna("") != ""] if "warning" in cells else cells.iloc[0:0]
+    if not warned.empty:
+        blocks += [("p", "Cells that succeeded with a part missing:"),
+                   ("list", ["`%s`: %s" % (r.cell_id, r.warning) for r in warned.itertuples()])]
+    return blocks
 
 
 def provenance(manifest):

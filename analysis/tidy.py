@@ -32,12 +32,13 @@ def cell_table(records, paper_steps=PAPER_STEPS):
     over workers and their totals at the paper's length; peak RSS = the largest process."""
     status = records[records.metric == "status"].set_index("cell_id")
     per_process = records[records.metric != "status"]
-    for optional in ("link", "link_mbit"):  # absent from runs without link settings
+    for optional in ("link", "link_mbit", "warning"):  # absent from older runs
         if optional not in status:
             status = status.assign(**{optional: None})
-    table = status[["benchmark", "system", "repeat", "status", "reason", "epochs",
+    table = status[["benchmark", "system", "repeat", "status", "reason", "warning", "epochs",
                     "steps_per_epoch", "nodes", "link", "link_mbit"]].copy()
     table["link"] = table.link.fillna("")
+    table["warning"] = table.warning.fillna("")
     table["total_steps"] = table.epochs * table.steps_per_epoch
     for column in ["step"] + PHASES + ["peak_rss_mb", "parameters"] + TIMES:
         table[column] = math.nan

@@ -132,7 +132,8 @@ def build_records(path):
         base = _base(manifest, cell)
         records.append(dict(base, node=None, role=None, rank=None, metric="status",
                             value=1.0 if status["status"] == "succeeded" else 0.0, unit="ok",
-                            status=status["status"], reason=status.get("reason", "")))
+                            status=status["status"], reason=status.get("reason", ""),
+                            warning=status.get("warning", "")))
         for result_file in sorted((path / cell["id"]).glob("*/*/result.json")):
             records.extend(_process_records(base, result_file))
         records.extend(_profile_records(base, path / cell["id"]))

@@ -34,6 +34,7 @@ class CellStatus:
     cell_id: str
     status: str = "pending"
     reason: str = ""
+    warning: str = ""  # a cell that succeeded with a part missing (its operator profile)
     settings: dict = None
     started: float = None
     detected: float = None   # when the end or the fault was seen; cleanup follows

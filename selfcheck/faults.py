@@ -35,11 +35,13 @@ def progress_of(node, folder):
 
 
 class KillWhenTraining(threading.Thread):
-    """Once a process on `trigger` reports `step`, SIGKILL the victim role on `victim`."""
+    """Once a process on `trigger` reports `step` (or, given `phase`, once it and the victim
+    report that phase), SIGKILL the victim role on `victim`."""
 
-    def __init__(self, trigger, victim, run_id, cell_id, step=2, timeout=600):
+    def __init__(self, trigger, victim, run_id, cell_id, step=2, timeout=600, phase=None):
         super().__init__(daemon=True)
         self.trigger, self.victim, self.step, self.timeout = trigger, victim, step, timeout
+        self.phase = phase
         self.folders = [run_folder(n, run_id) + "/" + cell_id for n in (trigger, victim)]
         self.killed_at = None
         self.pid = None
@@ -47,12 +49,18 @@ class KillWhenTraining(threading.Thread):
     def run(self):
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline and self.killed_at is None:
-            steps = [p.get("step", 0) for p in progress_of(self.trigger, self.folders[0]).values()]
+            trigger = list(progress_of(self.trigger, self.folders[0]).values())
             victim = progress_of(self.victim, self.folders[1]).get("%s-%d" % VICTIM, {})
-            if steps and max(steps) >= self.step and victim.get("pid"):
+            if self._due(trigger, victim) and victim.get("pid"):
                 self.victim.run("kill -KILL %d" % victim["pid"], check=False)
                 self.pid, self.killed_at = victim["pid"], time.time()
             time.sleep(0.05)
+
+    def _due(self, trigger, victim):
+        if self.phase:
+            return victim.get("phase") == self.phase and \
+                any(p.get("phase") == self.phase for p in trigger)
+        return any(p.get("step", 0) >= self.step for p in trigger)
 
 
 def strays(nodes, run_id):

@@ -86,6 +86,32 @@ def test_an_interrupted_run_resumes_with_only_its_unfinished_cells(provisioned, 
     assert "nothing left to run" in out
 
 
+def test_a_worker_lost_in_the_profiled_steps_keeps_the_cells_timing(provisioned, tmp_path):
+    """TensorFlow's profiler has aborted a worker in stop(), after its timed steps: the cell
+    keeps every worker's timing and says that its operator profile is incomplete."""
+    run_id, system = "lost-in-profile", "tensorflow-sync"
+    nodes = nodes_mod.connect_all(inventory.load("local"))
+    (cell,) = matrix.plan("smoke", 3, systems=system)
+    killer = faults.KillWhenTraining(nodes[0], nodes[1], run_id, cell.id, phase="profile")
+    killer.start()
+    # enough profiled steps (seconds) for the killer, which polls progress.json, to see them
+    bench = invoke("bench", "--run", run_id, "--systems", system, "--profile-steps", "300",
+                   "--results", str(tmp_path))
+    killer.join(timeout=1)
+    assert killer.killed_at, bench.stdout
+    status = runfolder.read_json(tmp_path / run_id / cell.id / "status.json")
+    assert status["status"] == "succeeded", status
+    assert status["warning"].startswith("operator profile incomplete: node2/worker-1"), status
+    assert status["detected"] - killer.killed_at < DETECTION_BOUND
+    assert sum(len(p) for p in faults.strays(nodes, run_id).values()) == 0
+    invoke("analyze", "--results", str(tmp_path), "--run", run_id)
+    run = tmp_path / run_id
+    records = [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
+    timed = {r["rank"] for r in records if r["metric"] == "step_samples"}
+    assert timed == {0, 1, 2}
+    assert "operator profile incomplete" in (run / "analysis" / "report.md").read_text()
+
+
 def test_fail_fast_leaves_the_rest_pending(provisioned, tmp_path):
     out = invoke("bench", "--systems", "pytorch-sync,mxnet-sync", "--epochs", "100",
                  "--timeout", "8", "--fail-fast", "--results", str(tmp_path)).stdout

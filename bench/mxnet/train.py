@@ -104,13 +104,14 @@ def train(config, sampler):
     result, batch = loop.timed_steps(config, sampler, lambda epoch: batches(loader), step)
     calibration = loop.in_turn(config, kvstore._barrier,
                                lambda: calibrate(config, sampler, net, batch))
-    if profile.wanted(config):
-        result["profile"] = profiling.profile_steps(
-            config, sampler, net, step, loop.endless(lambda: batches(loader)),
-            drives_servers=kvstore.rank == 0)
     result.update(calibration=calibration, parameters=models.parameter_count(net),
                   kvstore_rank=kvstore.rank,
                   summary=summarise(result["steps"], calibration, worker_updates=False))
+    if profile.wanted(config):
+        runner.keep(config, result)
+        result["profile"] = profiling.profile_steps(
+            config, sampler, net, step, loop.endless(lambda: batches(loader)),
+            drives_servers=kvstore.rank == 0)
     return result
 
 

@@ -74,15 +74,16 @@ def train(config, sampler):
     result, batch = loop.timed_steps(config, sampler, lambda epoch: iter(loader), step)
     calibration = loop.in_turn(config, dist.barrier,
                                lambda: calibrate(config, sampler, model, batch))
+    result.update(calibration=calibration, parameters=models.parameter_count(model),
+                  summary=summarise(result["steps"], calibration, worker_updates=True))
     if profile.wanted(config):
+        runner.keep(config, result)
         result["profile"] = profiling.profile_steps(config, sampler, step,
                                                     loop.endless(lambda: loader))
     if old_teardown():
         dist.barrier()  # every worker is done; the process leaves with os._exit (main)
     else:
         dist.destroy_process_group()
-    result.update(calibration=calibration, parameters=models.parameter_count(model),
-                  summary=summarise(result["steps"], calibration, worker_updates=True))
     return result
 
 

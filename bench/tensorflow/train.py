@@ -113,12 +113,13 @@ def train_sync(config, sampler, finish=None):
     weights = local_weights(strategy, model)
     calibration = loop.in_turn(config, everyone,
                                lambda: calibrate(config, sampler, weights, local_batch))
-    if profile.wanted(config):
-        result["profile"] = profiling.profile_steps(config, sampler, train_step, batches,
-                                                    everyone)
     result.update(calibration=calibration, parameters=models.parameter_count(model),
                   update_in_backward=True,
                   summary=summarise(result["steps"], calibration, worker_updates=False))
+    if profile.wanted(config):
+        runner.keep(config, result)
+        result["profile"] = profiling.profile_steps(config, sampler, train_step, batches,
+                                                    everyone)
     if finish:
         finish(everyone)
     return result
@@ -274,9 +275,7 @@ def train_async(config, sampler):
     wall = ends[-1] - min(s["start"] for s in measured)
     samples, epochs = closure_intervals(config, measured)
     first = min(records, key=lambda r: float(r["start"]))
-    profiled = profile_async(config, sampler, coordinator, fn, iterator,
-                             wall / len(measured)) if profile.wanted(config) else None
-    return {"profile": profiled, "steps": [s for w in sorted(steps) for s in steps[w]],
+    result = {"steps": [s for w in sorted(steps) for s in steps[w]],
             "train_seconds": train_seconds,
             "wall_step": wall * config["world_size"] / len(measured),
             "step_samples": samples, "step_epochs": epochs,
@@ -291,6 +290,11 @@ def train_async(config, sampler):
             "calibration": calibration, "parameters": models.parameter_count(model),
             "summary": summarise([s for w in steps for s in steps[w]], calibration,
                                  worker_updates=False)}
+    if profile.wanted(config):
+        runner.keep(config, result)
+        result["profile"] = profile_async(config, sampler, coordinator, fn, iterator,
+                                          wall / len(measured))
+    return result
 
 
 def profile_async(config, sampler, coordinator, fn, iterator, step_estimate):
