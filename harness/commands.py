@@ -21,7 +21,7 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
                "nodes": node_counts, "profile_steps": profile_steps}
     nodes = nodes_mod.connect_all(inv)
     path = Path(results) / run_id if run_id else None
-    resuming = path is not None and RunFolder(path).exists() and not dry_run
+    resuming = path is not None and RunFolder(path).exists()  # a dry run shows the resume
     if resuming:
         cells, todo = resume.plan(path, options, retry_failed, force)
     else:
@@ -35,7 +35,7 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     run_id = run_id or collect.new_run_id()
     expected = estimate.plan_seconds(todo, estimate.history(results, inv.name, stack.name))
     if dry_run:
-        return _dry_run(cells, run_id, nodes, stack, expected)
+        return _dry_run(todo, run_id, nodes, stack, expected)
     _check_limit(expected, max_hours)
     path = Path(results) / run_id
     if not todo:
