@@ -1,9 +1,9 @@
 """Network: bytes per step beside the model size, and the bandwidth bound of communication.
 
-Per worker and step, ring all-reduce sends 2(n-1)/n of the model; a parameter-server exchange
-pushes the gradients and pulls the weights: twice the model (which a system-mode does:
-registry/systems.yml, `communication`). bound = those bytes / link bandwidth; efficiency = bound / measured
-communication time (1 = the link is the only cost)."""
+The bound is the fewest bytes a node must send per step, averaged over the nodes, given where
+the roles are placed (bound_bytes); bound seconds = those bytes / link bandwidth; efficiency =
+bound / measured communication time (1 = the link is the only cost). A node that sent fewer
+bytes than the bound is a measurement error (analysis/consistency.py, bytes_vs_bound)."""
 import math
 
 import pandas as pd
@@ -15,10 +15,24 @@ ASSUMED_MBIT = 1000  # the paper's cluster; used when the run does not record it
 
 
 def bound_bytes(system, parameters, nodes, manifest=None):
+    """Bytes per node and step that must cross the network, for the registry's placement
+    (every role on every node; harness/layout.py).
+
+    Ring all-reduce: every node sends 2(n-1)/n of the model. Parameter servers: each worker
+    pushes its gradients to, and pulls its weights from, the servers: 2 x model, of which the
+    share held by the server on its own node never leaves it. With k workers beside a server on
+    each of n nodes, server i holding a share p_i of the model, the nodes send
+    2 x model x k x sum(1 - p_i) = 2 x model x k x (n - 1) in all, however the keys are spread
+    over the servers: 2k(n-1)/n x model per node."""
     model = parameters * BYTES_PER_PARAMETER
-    if registry.system(system, manifest)["communication"] == "all-reduce":
+    entry = registry.system(system, manifest)
+    if entry["communication"] == "all-reduce":
         return 2.0 * (nodes - 1) / nodes * model
-    return 2.0 * model
+    per_node = entry["roles"]
+    workers = per_node.count("worker")
+    if len(set(per_node) - {"worker"}) == 0:  # no server beside the workers
+        return 2.0 * workers * model
+    return 2.0 * workers * (nodes - 1) / nodes * model
 
 
 def link_mbit(manifest):
@@ -26,7 +40,22 @@ def link_mbit(manifest):
     rate = (manifest.get("network") or {}).get("rate_mbit")
     if rate:
         return float(rate), "recorded for the run"
-    return float(ASSUMED_MBIT), "assumed (the paper's 1 Gbit/s; the run recorded no link rate)"
+    return float(ASSUMED_MBIT), "assumed: the paper's 1 Gbit/s"
+
+
+def rate_sentence(cells, manifest):
+    """What the report says of the link rates: the cells' recorded settings, the run's, or
+    the assumed rate, as the records have them."""
+    recorded = sorted({float(r) for r in cells.link_mbit.dropna() if r}) \
+        if "link_mbit" in cells else []
+    rate, source = link_mbit(manifest)
+    unset = int(cells.link_mbit.isna().sum()) if "link_mbit" in cells else len(cells)
+    if recorded and not unset:
+        return "Link rate: recorded per cell (%s Mbit/s)." % ", ".join("%g" % r for r in recorded)
+    if recorded:
+        return ("Link rate: recorded per cell (%s Mbit/s); %d cell(s) without a setting: "
+                "%.0f Mbit/s, %s." % (", ".join("%g" % r for r in recorded), unset, rate, source))
+    return "Link rate: %.0f Mbit/s, %s." % (rate, source)
 
 
 def table(groups, records, cells, manifest):

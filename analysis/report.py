@@ -67,7 +67,8 @@ def sections(run_path, out, manifest, records, cells, groups):
     ops = operators.categorised(records)
     table = operators.category_table(ops, cells)
     blocks += operators_section(out, records, ops, table, planned, figure, bed)
-    blocks += consistency_section(out, records, groups, table, manifest)
+    blocks += consistency_section(out, records, groups, table, manifest,
+                                  network.table(groups, records, cells, manifest))
     blocks += failures_section(cells)
     return blocks, pngs
 
@@ -263,8 +264,8 @@ def execution_section(fig3, groups):
                   "each bar's total is Fig. 3's bar.")]
 
 
-def consistency_section(out, records, groups, table, manifest):
-    checks = consistency.run_all(records, groups, table, manifest)
+def consistency_section(out, records, groups, table, manifest, net=None):
+    checks = consistency.run_all(records, groups, table, manifest, net)
     checks.to_csv(out / "consistency.csv", index=False)
     failed = checks[~checks.ok]
     blocks = [("h2", "Internal consistency"),
@@ -272,7 +273,8 @@ def consistency_section(out, records, groups, table, manifest):
                     "wall step against the phase timers' step; profiled forward and backward "
                     "operator time against the calibrated forward and backward, per system-mode; "
                     "each operator table per worker (a worker's compute operators cannot take "
-                    "longer than its profiled step). %d of %d checks pass."
+                    "longer than its profiled step); the bytes each node sent per step against "
+                    "the fewest the placement of the roles allows. %d of %d checks pass."
                     % (len(checks) - len(failed), len(checks)))]
     if len(failed):
         blocks.append(("p", "**Warning**: %d check(s) failed; the figures are below. Where "
@@ -319,12 +321,16 @@ def memory_section(run_path, out, records, cells, figure):
 def network_section(out, groups, records, cells, manifest, figure):
     net = network.table(groups, records, cells, manifest)
     net.to_csv(out / "network.csv", index=False)
-    rate, source = network.link_mbit(manifest)
     blocks = [("h2", "Network: bytes per step and the bandwidth bound"),
-              ("p", "Link rate: each cell's recorded setting, else %.0f Mbit/s, %s. Bound per worker and step: ring all-reduce "
-                    "2(n-1)/n x model, parameter server 2 x model (push + pull). Efficiency = "
-                    "bound / measured communication. On the local cluster every node shares "
-                    "`lo`: bytes sent are the whole cluster's." % (rate, source))]
+              ("p", network.rate_sentence(cells, manifest) + " Bound: the fewest bytes a node "
+                    "must send per step, from where the roles are placed: ring all-reduce "
+                    "2(n-1)/n x model; parameter servers 2(n-1)/n x model too, as the share "
+                    "held by the server on a worker's own node never crosses the network "
+                    "(analysis/network.py). Sent bytes below it are flagged in the consistency "
+                    "checks. Efficiency = bound / measured communication. Where the coordinator "
+                    "times the steps (registry `timed_by`), the bytes are node 1's, the "
+                    "coordinator's node. On the local cluster every node "
+                    "shares `lo`: bytes sent are the whole cluster's.")]
     if net.communication.notna().any():
         blocks.append(("img", figure(figures.communication_bound(net, out / "network_bound")),
                        "Communication vs the bandwidth bound"))

@@ -4,6 +4,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis import claims, consistency, network, operators, report, stats, testbed
@@ -109,9 +110,34 @@ def test_table_v_and_breakdown_totals(tmp_path):
 
 def test_bandwidth_bound():
     assert network.bound_bytes("pytorch-sync", 62006, 3) == pytest.approx(4 / 3 * 62006 * 4)
-    assert network.bound_bytes("mxnet-async", 62006, 3) == 2 * 62006 * 4
+    # a server beside each worker keeps its share of the model off the network
+    assert network.bound_bytes("mxnet-async", 62006, 3) == pytest.approx(4 / 3 * 62006 * 4)
+    assert network.bound_bytes("tensorflow-async", 62006, 2) == pytest.approx(62006 * 4)
+    # ResNet-18 at 50 Mbit/s (issue 19): mxnet-sync sent 65.5 MB/step/node, under the old
+    # "bound" of 2 x model = 89.5 MB; the placement's floor lies below what was measured
+    resnet18 = 89.5e6 / 8
+    assert network.bound_bytes("mxnet-sync", resnet18, 3) / 1e6 == pytest.approx(59.67, abs=0.01)
     assert network.link_mbit({"network": {"rate_mbit": 50}}) == (50.0, "recorded for the run")
     assert network.link_mbit({})[0] == 1000.0
+
+
+def test_the_link_rate_sentence_says_what_the_cells_recorded():
+    cells = pd.DataFrame({"link_mbit": [50.0, 50.0]})
+    assert network.rate_sentence(cells, {}) == "Link rate: recorded per cell (50 Mbit/s)."
+    mixed = network.rate_sentence(pd.DataFrame({"link_mbit": [50.0, None]}), {})
+    assert "recorded per cell (50 Mbit/s); 1 cell(s) without a setting: 1000" in mixed
+    assert network.rate_sentence(pd.DataFrame({"link_mbit": [None]}), {}) == \
+        "Link rate: 1000 Mbit/s, assumed: the paper's 1 Gbit/s."
+
+
+def test_fewer_bytes_than_the_bound_is_flagged_as_a_measurement_error():
+    from analysis import consistency
+    net = pd.DataFrame({"benchmark": ["b", "b"], "system": ["mxnet-sync", "pytorch-sync"],
+                        "bytes_sent_per_step_mb": [65.5, 40.0],
+                        "bound_mb_per_step": [59.67, 59.67]})
+    checks = consistency.bytes_vs_bound(net)
+    assert [c["ok"] for c in checks] == [True, False]
+    assert checks[1]["ratio"] == pytest.approx(40.0 / 59.67)
 
 
 def test_missing_and_failed_cells_are_reported_not_dropped(tmp_path):
