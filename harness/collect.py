@@ -112,9 +112,9 @@ def fetch_cell(path, status, nodes):
         node = by_name[proc["node"]]
         local = path / status["cell_id"] / proc["node"] / ("%s-%d" % (proc["role"], proc["rank"]))
         local.mkdir(parents=True, exist_ok=True)
-        listing = node.run("find %s -maxdepth 1 -type f ! -name '*.tmp'"
-                           % shlex.quote(proc["out_dir"]), check=False).stdout.split()
-        for remote in listing:
+        listing = node.run("find %s -maxdepth 1 -type f ! -name '*.tmp' -print0"
+                           % shlex.quote(proc["out_dir"]), check=False).stdout.split("\0")
+        for remote in filter(None, listing):  # a path may hold spaces: NUL-separated
             node.get(remote, str(local / Path(remote).name))
             fetched += 1
     return fetched
@@ -220,7 +220,10 @@ def _process_records(base, result_file):
     for metric in ("measured_steps", "warmup_steps"):
         if metric in summary:
             out.append(dict(rec, metric=metric, value=summary[metric], unit="steps"))
-    if result.get("net_bytes_sent") is not None and result.get("steps"):
+    # the steps the node's byte counts cover: the loop's, or the TF-async chief's closures
+    # over the workers
+    net_steps = result.get("net_steps") or len(result.get("steps") or [])
+    if result.get("net_bytes_sent") is not None and net_steps:
         out.append(dict(rec, metric="net_bytes_sent_per_step", unit="B",
-                        value=result["net_bytes_sent"] / len(result["steps"])))
+                        value=result["net_bytes_sent"] / net_steps))
     return out

@@ -262,10 +262,11 @@ def train_async(config, sampler):
     runner.log(config, "%s: %d parameters, up to %d closures over %d workers (ParameterServer)"
                % (config["network"], models.parameter_count(model),
                   rule.ceiling * config["world_size"], config["world_size"]))
-    started = time.time()
+    started, net_before = time.time(), sampler.net_counters()
     iterator = iter(per_worker)
     records = schedule_all(config, sampler, coordinator, fn, iterator, rule)
     train_seconds = time.time() - started
+    net_after = sampler.net_counters()
     sampler.progress(step=len(records) // config["world_size"])
     calibration = calibrate(config, sampler, model.get_weights(), local_batch(config))
     steps = async_steps(config, records)
@@ -280,6 +281,10 @@ def train_async(config, sampler):
             "wall_step": wall * config["world_size"] / len(measured),
             "step_samples": samples, "step_epochs": epochs,
             "stopped_by": rule.reached, "halfwidth": rule.finite_halfwidth(),
+            # node 1's interface (the chief's node) over every closure: bytes per step
+            "net_bytes_sent": net_after[0] - net_before[0],
+            "net_bytes_recv": net_after[1] - net_before[1],
+            "net_steps": len(records) / float(config["world_size"]),
             # on the chief's clock: the first closure, timed on its worker, as if it began
             # when scheduling began (the workers' clocks may differ from the chief's)
             "first_step_ended": started + float(first["end"] - first["start"]),
