@@ -64,7 +64,8 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                 retry_failed="when resuming, run the failed cells again too",
                 force="when resuming, run every cell again (earlier attempts are kept in "
                       ".attempts/)",
-                dry_run="print the cells and each node's rendered script; touch no node",
+                dry_run="print the cells, their estimates and each node's script as the run will "
+                        "write it; change nothing on any node",
                 benchmarks="comma-separated subset, e.g. lenet5-cifar10,resnet18-cifar100",
                 systems="comma-separated subset of: %s" % ",".join(registry.systems()),
                 epochs="override the profile's epochs",

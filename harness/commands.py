@@ -148,8 +148,9 @@ def _report(cell, status):
 
 
 def _dry_run(cells, run_id, nodes, stack, expected):
-    """Print the cells, their expected durations and each node's rendered script; touches no
-    node."""
+    """Print the cells, their expected durations and each node's script exactly as a run
+    renders it; changes nothing on any node (it only asks each its home directory, for `~/`
+    paths)."""
     print("%d cell(s):" % len(cells))
     for cell in cells:
         print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s%s"
@@ -161,8 +162,7 @@ def _dry_run(cells, run_id, nodes, stack, expected):
         shards = {"id": datasets.dataset_id(cell.dataset, cell.data),
                   "classes": datasets.spec(cell.dataset).classes,
                   "label_bytes": datasets.spec(cell.dataset).label_bytes}
-        for proc in launch.prepare(cell, run_id, nodes, stack, shards,
-                                   resolve=lambda node, path: path):
+        for proc in launch.prepare(cell, run_id, nodes, stack, shards):
             print("\n# ---- %s: %s ----\n%s" % (cell.id, proc.label, proc.script), end="")
     return {"run_id": run_id, "cells": cells}
 

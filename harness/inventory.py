@@ -17,6 +17,8 @@ from .paths import INVENTORIES
 
 CONNECTIONS = ("local", "ssh", "slurm")
 HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
+ANSIBLE_EXPANDS = re.compile(r"\$(\w|\{)")  # os.path.expandvars, on every path argument
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 CPU_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 PAPER_VCPUS = 4
@@ -188,6 +190,14 @@ def _host(path, name, v):
         raise UserError("inventory %s: host %s: field `%s` %s" % (path, name, field_name, problem),
                         fix)
 
+    if not isinstance(name, str) or not NODE_NAME.match(name):
+        raise UserError("inventory %s: host name %r breaks the rule for node names: letters, "
+                        "digits, '.', '_' and '-', starting with a letter or digit, at most 63 "
+                        "(a name is an Ansible host pattern, a folder of the results and a "
+                        "word in scripts)" % (path, name),
+                        "rename the host; its real name or address goes in `address:` "
+                        "(and `ansible_host:`)")
+
     connection = v.get("ansible_connection", "ssh")
     if connection not in CONNECTIONS:
         fail("ansible_connection", "is %r" % connection, "use `local`, `ssh` or `slurm`")
@@ -210,6 +220,10 @@ def _host(path, name, v):
     for path_field in ("workdir", "env_root"):
         if not str(v[path_field]).startswith(("/", "~/")):
             fail(path_field, "is %r, not absolute" % v[path_field], "start it with / or ~/")
+        if ANSIBLE_EXPANDS.search(str(v[path_field])):
+            fail(path_field, "is %r: Ansible expands $NAME and ${NAME} in paths, so the nodes "
+                 "would use another folder than the one the harness reads" % v[path_field],
+                 "write the value out (a `$` not followed by a letter, digit, _ or { is kept)")
     if connection == "ssh" and not v.get("ansible_user"):
         fail("ansible_user", "is missing for an SSH host", "add `ansible_user:`")
     return Host(

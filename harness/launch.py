@@ -64,19 +64,18 @@ def environment():
     return env
 
 
-def prepare(cell, run_id, nodes, stack, shards, resolve=None):
-    """The processes of a cell with their rendered scripts and cell.json. `resolve(node, path)`
-    turns `~/` paths into absolute ones (asks the node); a dry run passes one that does not."""
-    resolve = resolve or (lambda node, path: node.path(path))
+def prepare(cell, run_id, nodes, stack, shards):
+    """The processes of a cell with their rendered scripts and cell.json; `~/` paths are
+    made absolute with each node's home (node.path asks it once)."""
     system = SYSTEMS[cell.system]
     template = environment().get_template(system["template"])
     python_rel = stack.env(cell.framework)
     used = nodes[:cell.nodes]
-    data_dirs = ["%s/data/%s" % (resolve(n, n.host.workdir), shards["id"]) for n in used]
+    data_dirs = ["%s/data/%s" % (n.path(n.host.workdir), shards["id"]) for n in used]
     processes = []
     for node, role, rank in layout.roles(cell, nodes):
         host = node.host
-        workdir = resolve(node, host.workdir)
+        workdir = node.path(host.workdir)
         out_dir = "%s/runs/%s/%s/%s-%d" % (workdir, run_id, cell.id, role, rank)
         config = dict(cell.settings, **TRAINING)
         config.update(
@@ -95,7 +94,7 @@ def prepare(cell, run_id, nodes, stack, shards, resolve=None):
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes))
         variables = dict(config, system=cell.system, code_dir=workdir + "/code",
                          lease_seconds=LEASE_SECONDS,
-                         python=python_rel.python(resolve(node, host.env_root)),
+                         python=python_rel.python(node.path(host.env_root)),
                          **layout.launch_variables(cell, nodes, role, rank))
         processes.append(Process(node=node, role=role, rank=rank, out_dir=out_dir,
                                  script=template.render(**variables), config=config,

@@ -83,6 +83,12 @@ def run(inventory_name, stack_name, profile, data=None, archive=None, check=Fals
           flush=True)
     began = time.monotonic()
     recap = _stream(command)
+    missing = [h.name for h in inv.hosts if h.name not in recap]
+    if missing:  # a host Ansible did not play on is not provisioned, whatever the exit code
+        raise UserError("ansible-playbook played on %d of %d hosts: %s not provisioned"
+                        % (len(recap), len(inv.hosts), ", ".join(missing)),
+                        "check that the inventory's host names reach Ansible unchanged "
+                        "(`ansible-inventory -i %s --list`)" % inv.path)
     seconds = time.monotonic() - began
     changed = sum(r["changed"] for r in recap.values())
     print("provisioned in %.1f s: changed=%d over %d nodes" % (seconds, changed, len(recap)))

@@ -69,11 +69,21 @@ def test_two_good_hosts_load_in_file_order(tmp_path):
     ("address", "'not an address!'", "field `address` is 'not an address!'"),
     ("cluster_interface", "'eth0; rm -rf /'", "field `cluster_interface`"),
     ("workdir", "relative/path", "field `workdir` is 'relative/path', not absolute"),
+    ("workdir", "'/tmp/$HOME/w'", "Ansible expands $NAME and ${NAME} in paths"),
+    ("env_root", "'/tmp/${X}/e'", "Ansible expands $NAME and ${NAME} in paths"),
 ])
 def test_bad_field_is_named_with_host(tmp_path, field, value, expect):
     message = error_for(tmp_path, host("n1", 30000, **{field: value}))
     assert expect in message
     assert "fix:" in message
+
+
+@pytest.mark.parametrize("name", ["'node1;touch /tmp/pwned'", "'n 1'", "'-n1'", "'nœud'",
+                                  "'$(id)'"])
+def test_a_host_name_that_ansible_or_a_shell_cannot_carry_is_refused_with_the_rule(tmp_path,
+                                                                                   name):
+    message = error_for(tmp_path, host("good", 30000) + host(name, 30100))
+    assert "breaks the rule for node names: letters, digits" in message and "fix:" in message
 
 
 def test_unknown_connection(tmp_path):

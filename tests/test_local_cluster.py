@@ -273,3 +273,50 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     consistency = (run / "analysis" / "consistency.csv").read_text().splitlines()
     fig3 = [l for l in consistency if l.startswith("fig3_vs_breakdown")]
     assert len(fig3) == len(SYSTEMS) and all(l.endswith(",True") for l in fig3)
+
+
+def test_the_dry_run_prints_each_script_as_the_run_writes_it(provisioned, tmp_path):
+    args = ("--systems", "pytorch-sync", "--run", "same", "--results", str(tmp_path))
+    printed = invoke("bench", "--dry-run", *args).stdout
+    invoke("bench", *args)
+    scripts = printed.split("\n# ---- ")[1:]
+    assert len(scripts) == 3
+    for chunk in scripts:
+        header, _, script = chunk.partition(" ----\n")
+        cell_id, _, label = header.partition(": ")
+        node, role = label.split("/")
+        written = Path("~/.cache/dlbench/local/%s/runs/same/%s/%s/run.sh"
+                       % (node, cell_id, role)).expanduser().read_text()
+        assert script == written, label
+        assert "'~" not in script and "~/" not in script
+
+
+# a space, quotes, $ (not before a name: Ansible would expand $NAME), ; and a non-ASCII letter
+HOSTILE = "/tmp/dlbench hostile 'quote' \"dq\" $;x é"
+
+
+def test_hostile_workdirs_provision_run_a_cell_and_collect_it(provisioned, tmp_path):
+    import shutil
+    import yaml
+    hosts = {"node%d" % i: {"workdir": "%s/node%d" % (HOSTILE, i), "base_port": 31400 + 100 * i}
+             for i in (1, 2, 3)}
+    inventory_file = tmp_path / "hostile.yml"
+    inventory_file.write_text(yaml.safe_dump({"all": {
+        "vars": {"ansible_connection": "local", "address": "127.0.0.1",
+                 "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                 "cluster_interface": "lo", "vcpus": "auto", "cpus": "auto",
+                 "env_root": "~/.cache/dlbench/envs", "shared_env_root": True},
+        "children": {"nodes": {"hosts": hosts}}}}, allow_unicode=True))
+    results = tmp_path / "results"
+    try:
+        invoke("provision", "--inventory", str(inventory_file))
+        out = invoke("bench", "--inventory", str(inventory_file), "--systems", "pytorch-sync",
+                     "--results", str(results)).stdout
+        assert "1 succeeded, 0 failed" in out, out
+        invoke("collect", "--inventory", str(inventory_file), "--results", str(results))
+        (run,) = [p for p in results.iterdir() if p.is_dir()]
+        fetched = sorted(p.parent.parent.name for p in run.glob("*/*/*/result.json"))
+        assert fetched == ["node1", "node2", "node3"]
+        assert json.loads(next(run.glob("*/status.json")).read_text())["status"] == "succeeded"
+    finally:
+        shutil.rmtree(HOSTILE, ignore_errors=True)
