@@ -186,14 +186,28 @@ def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=
 @task(name="fault-bench", help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
                                 "systems": "comma-separated subset of system-modes [all five]",
                                 "steps": "steps of each cell (the fault comes at step 2) [200]",
+                                "random": "instead: N faults, each a random role of a random "
+                                          "system-mode killed at a random moment; prints "
+                                          "per role detection, cleanup, strays, next cell, "
+                                          "records lost",
+                                "seed": "--random's seed (default: a new one, printed)",
                                 "results": "results folder [invoke.yaml: results]"})
 @_user_errors
-def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=None):
+def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=None,
+                random=None, seed=None):
     """Benchmark: per system-mode, kill node 2's worker mid-cell; print launch-to-first-step,
-    detection, cleanup, strays, and a no-op provisioning re-run."""
+    detection, cleanup, strays, and a no-op provisioning re-run. --random N: a campaign of
+    random faults of every role."""
     from harness import commands
     from selfcheck import faults
     o = _options(c, inventory=inventory, stack=stack, results=results)
+    if random is not None:
+        import secrets
+        from selfcheck import campaign
+        campaign.run(o.inventory, o.stack, o.results, commands.check_positive("random", random),
+                     seed=int(seed) if seed is not None else secrets.randbelow(10 ** 6),
+                     systems=systems)
+        return
     faults.benchmark(o.inventory, o.stack, o.results, systems, commands.check_positive("steps", steps))
 
 

@@ -220,3 +220,14 @@ def test_a_dead_controller_leaves_nothing_running_and_its_run_resumes(provisione
     out = invoke("bench", "--run", run_id, "--results", str(tmp_path)).stdout
     assert "1 cell(s) to run" in out
     assert runfolder.read_json(status_file)["status"] == "succeeded"
+
+
+def test_a_small_random_fault_campaign_detects_every_fault_and_loses_nothing(provisioned,
+                                                                            tmp_path):
+    from selfcheck import campaign
+    rows, table = campaign.run("local", "current", str(tmp_path), 2, seed=19)
+    assert len(rows) == 2
+    for row in rows:
+        assert row["detection"] is not None and row["detection"] <= DETECTION_BOUND, row
+        assert row["strays"] == 0 and row["next_cell"] == "succeeded" and not row["lost"], row
+    assert sum(t["faults"] for t in table) == 2

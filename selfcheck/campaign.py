@@ -1,0 +1,146 @@
+"""`invoke fault-bench --random N`: N faults, each a random role (worker, server, scheduler,
+ps, chief) of a random system-mode SIGKILLed at a random moment of its cell, on the local or
+the emulated cluster. Each fault is a run of two cells of the same system-mode: the faulted
+one, then the next, which must succeed.
+
+Printed per role: detection time (kill to the cell's end seen; median and max), cleanup
+time, processes left on every node, whether the next cell succeeded, and whether any record
+was lost (every process of the faulted cell, the killed one included, must have its files
+fetched: result or memory log). A draw whose victim had already exited when the kill came is
+not a fault: it is drawn again (at most 3 x N draws)."""
+import random
+import statistics
+import threading
+import time
+from pathlib import Path
+
+from harness import collect, commands, inventory, layout, matrix, nodes as nodes_mod
+from harness import runfolder
+from selfcheck.faults import progress_of, run_folder, strays
+
+DETECTION_GOAL = 10.0
+STEPS = 200  # timed steps of each cell: LeNet-5 trains for seconds, long enough to aim into
+
+
+def run(inventory_name, stack_name, results, count, seed=None, systems=None):
+    rng = random.Random(seed)
+    inv = inventory.load(inventory_name)
+    chosen = [c.system for c in matrix.plan("smoke", len(inv.hosts), systems=systems)]
+    rows, draws = [], 0
+    while len(rows) < count and draws < 3 * count:
+        draws += 1
+        row = one_fault(inv, inventory_name, stack_name, results, rng.choice(chosen), rng)
+        print("fault %d/%d: %s" % (len(rows) + (1 if row["injected"] else 0), count,
+                                   describe(row)), flush=True)
+        if row["injected"]:
+            rows.append(row)
+    table = summarise(rows)
+    print_table(table, len(rows), seed)
+    out = Path(results) / ("fault-campaign-%s.json" % collect.new_run_id())
+    runfolder.write_json(out, {"inventory": inventory_name, "seed": seed, "rows": rows,
+                               "per_role": table})
+    print("written to %s" % out)
+    return rows, table
+
+
+def one_fault(inv, inventory_name, stack_name, results, system, rng):
+    nodes = nodes_mod.connect_all(inv)
+    cells = matrix.plan("smoke", len(inv.hosts), systems=system, steps=STEPS, repeats=2)
+    victim_node, role, rank = rng.choice(layout.roles(cells[0], nodes))
+    run_id = "campaign-%s-%s" % (system, collect.new_run_id())
+    killer = RandomKill(nodes[0], victim_node, "%s-%d" % (role, rank), run_id, cells[0].id,
+                        delay=rng.uniform(0.0, 8.0))
+    killer.start()
+    commands.bench(inventory_name, stack_name, "smoke", results, run_id=run_id,
+                   systems=system, steps=STEPS, repeats=2)
+    killer.join(timeout=1)
+    path = Path(results) / run_id
+    faulted, after = (runfolder.RunFolder(path).status(c.id) for c in cells)
+    detected = faulted.get("detected")
+    return {"system": system, "role": role, "node": victim_node.name, "run": str(path),
+            "delay": killer.delay, "phase": killer.phase, "injected": killer.killed_at is not None,
+            "status": faulted.get("status"), "reason": faulted.get("reason") or
+            faulted.get("warning"),
+            "detection": detected - killer.killed_at if killer.killed_at and detected else None,
+            "cleanup": (faulted.get("ended") or 0) - (detected or 0),
+            "strays": sum(len(p) for p in strays(nodes, run_id).values()),
+            "next_cell": after.get("status"), "lost": lost(path / cells[0].id, faulted)}
+
+
+class RandomKill(threading.Thread):
+    """`delay` s after the cell starts training (a process on `trigger` reports step 1),
+    SIGKILL the `label` process on `victim`, if it still runs."""
+
+    def __init__(self, trigger, victim, label, run_id, cell_id, delay, timeout=600):
+        super().__init__(daemon=True)
+        self.trigger, self.victim, self.label, self.delay = trigger, victim, label, delay
+        self.folders = [run_folder(n, run_id) + "/" + cell_id for n in (trigger, victim)]
+        self.timeout, self.killed_at, self.phase = timeout, None, None
+
+    def run(self):
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if any(p.get("step", 0) >= 1 for p in progress_of(self.trigger,
+                                                               self.folders[0]).values()):
+                break
+            time.sleep(0.05)
+        time.sleep(self.delay)
+        state = progress_of(self.victim, self.folders[1]).get(self.label, {})
+        if state.get("pid") and self.victim.run("kill -KILL %d" % state["pid"],
+                                                check=False).exited == 0:
+            self.killed_at, self.phase = time.time(), state.get("phase")
+
+
+def lost(cell_path, status):
+    """Processes of the cell whose files did not come back (none fetched, or no memory log)."""
+    missing = []
+    for proc in status.get("processes") or []:
+        folder = cell_path / proc["node"] / ("%s-%d" % (proc["role"], proc["rank"]))
+        if not (folder / "memory.csv").is_file():
+            missing.append("%s/%s-%d" % (proc["node"], proc["role"], proc["rank"]))
+    return missing
+
+
+def describe(row):
+    if not row["injected"]:
+        return "%s %s on %s: not injected (it had exited), drawn again" % (
+            row["system"], row["role"], row["node"])
+    return "%s %s on %s at +%.1f s (%s): %s, detected in %s, next cell %s" % (
+        row["system"], row["role"], row["node"], row["delay"], row["phase"], row["status"],
+        "-" if row["detection"] is None else "%.1f s" % row["detection"], row["next_cell"])
+
+
+def summarise(rows):
+    table = []
+    for role in sorted({r["role"] for r in rows}):
+        mine = [r for r in rows if r["role"] == role]
+        found = [r["detection"] for r in mine if r["detection"] is not None]
+        cleanup = [r["cleanup"] for r in mine]
+        table.append({
+            "role": role, "faults": len(mine),
+            "systems": ",".join(sorted({r["system"] for r in mine})),
+            "detected_in_goal": sum(1 for d in found if d <= DETECTION_GOAL),
+            "detection_median": statistics.median(found) if found else None,
+            "detection_max": max(found) if found else None,
+            "cleanup_median": statistics.median(cleanup), "cleanup_max": max(cleanup),
+            "strays": sum(r["strays"] for r in mine),
+            "next_ok": sum(1 for r in mine if r["next_cell"] == "succeeded"),
+            "lost": sum(len(r["lost"]) for r in mine)})
+    return table
+
+
+def print_table(table, faults, seed):
+    print("\n%d faults (seed %s)" % (faults, seed))
+    print("%-10s %6s %13s %16s %16s %6s %9s %6s" % (
+        "role", "faults", "detected<=10s", "detect med/max", "cleanup med/max", "strays",
+        "next ok", "lost"))
+    for t in table:
+        print("%-10s %6d %13s %16s %16s %6d %9s %6d" % (
+            t["role"], t["faults"], "%d/%d" % (t["detected_in_goal"], t["faults"]),
+            _pair(t["detection_median"], t["detection_max"]),
+            _pair(t["cleanup_median"], t["cleanup_max"]), t["strays"],
+            "%d/%d" % (t["next_ok"], t["faults"]), t["lost"]))
+
+
+def _pair(a, b):
+    return "-" if a is None else "%.1f / %.1f s" % (a, b)
