@@ -80,12 +80,19 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                               "profiles (0: none) [smoke 5, quick 10, paper 20]",
                 max_hours="refuse to start a plan expected to take longer (estimates from "
                           "earlier runs or `invoke estimate`; see --dry-run)",
+                partition="--inventory slurm outside an allocation: ask Slurm for one in "
+                          "this partition (nodes and time limit from the plan), run the plan "
+                          "in it, release it at the end",
+                sbatch="--inventory slurm: write a batch script that runs the plan in one "
+                       "allocation (submitting it again resumes the run)",
+                submit="--sbatch, and submit the script (sbatch)",
                 results="results folder [invoke.yaml: results]"))
 @_user_errors
 def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
           repeats=None, network=None, nodes=None, results=None, fail_fast=False,
-          retry_failed=False, force=False, profile_steps=None, max_hours=None):
+          retry_failed=False, force=False, profile_steps=None, max_hours=None, partition=None,
+          sbatch=False, submit=False):
     """Run the matrix (or resume a run): one cell at a time on every node at once, watched,
     stopped by pid."""
     from harness import commands
@@ -98,7 +105,8 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
                    node_counts=nodes, fail_fast=fail_fast, retry_failed=retry_failed,
                    force=force,
                    profile_steps=commands.check_positive("profile-steps", profile_steps, 0),
-                   max_hours=commands.check_hours(max_hours))
+                   max_hours=commands.check_hours(max_hours), partition=partition,
+                   sbatch=sbatch, submit=submit)
 
 
 @task(help=dict(COMMON, benchmarks="comma-separated subset", systems="comma-separated subset",

@@ -1,11 +1,12 @@
 """The user's four words, each one call from tasks.py."""
 import json
+import os
 import time
 from pathlib import Path
 
 from . import (collect, datasets, estimate, interrupts, inventory, launch, matrix,
                nodes as nodes_mod, preflight, provision, resume, stacks)
-from .clusters import links
+from .clusters import links, slurm_jobs
 from .errors import UserError
 from .runfolder import CellStatus, RunFolder
 
@@ -13,12 +14,28 @@ from .runfolder import CellStatus, RunFolder
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
           repeats=1, network=None, node_counts=None, fail_fast=False, retry_failed=False,
-          force=False, profile_steps=None, max_hours=None):
-    inv = inventory.load(inventory_name)
-    stack = stacks.load(stack_name)
+          force=False, profile_steps=None, max_hours=None, partition=None, sbatch=False,
+          submit=False):
+    """partition, sbatch, submit: --inventory slurm from outside an allocation
+    (harness/clusters/slurm_jobs.py)."""
     options = {"benchmarks": benchmarks, "systems": systems, "epochs": epochs, "steps": steps,
                "data": data, "timeout": timeout, "repeats": repeats, "network": network,
                "nodes": node_counts, "profile_steps": profile_steps}
+    if sbatch or submit or (partition and not os.environ.get("SLURM_JOB_ID")):
+        slurm = SlurmRequest(inventory_name, stack_name, profile, results, run_id, options,
+                             {"fail_fast": fail_fast, "retry_failed": retry_failed,
+                              "force": force})
+        if sbatch or submit:
+            return slurm.write_batch(partition, submit)
+        with slurm_jobs.allocated(partition, *slurm.size()):
+            return bench(inventory_name, stack_name, profile, results, run_id=slurm.run_id,
+                         dry_run=dry_run, benchmarks=benchmarks, systems=systems,
+                         epochs=epochs, steps=steps, data=data, timeout=timeout,
+                         repeats=repeats, network=network, node_counts=node_counts,
+                         fail_fast=fail_fast, retry_failed=retry_failed, force=force,
+                         profile_steps=profile_steps, max_hours=max_hours)
+    inv = inventory.load(inventory_name)
+    stack = stacks.load(stack_name)
     nodes = nodes_mod.connect_all(inv)
     path = Path(results) / run_id if run_id else None
     resuming = path is not None and RunFolder(path).exists()  # a dry run shows the resume
@@ -48,6 +65,62 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
         _start_run(path, inv, stack, profile, cells, options)
     print(estimate.describe(*expected)[-1], flush=True)
     return _run_cells(path, run_id, todo, nodes, stack, timeout, fail_fast, expected[0])
+
+
+class SlurmRequest:
+    """A plan to run through Slurm from outside an allocation: how many nodes and how long to
+    ask for, and the batch script that runs it."""
+
+    def __init__(self, inventory_name, stack_name, profile, results, run_id, options, flags):
+        self.inventory_name, self.stack_name, self.profile = inventory_name, stack_name, profile
+        self.results, self.options, self.flags = Path(results), options, flags
+        self.run_id = run_id or collect.new_run_id()
+        self.path = self.results / self.run_id
+
+    def size(self):
+        """(nodes, minutes): the plan's largest node count (the paper's 3 by default), and
+        its expected time x 1.5 + 10 min, counting a cell with no estimate at its timeout."""
+        if RunFolder(self.path).exists():
+            cells, todo = resume.plan(self.path, self.options, self.flags["retry_failed"],
+                                      self.flags["force"])
+        else:
+            counts = self.options["nodes"]
+            most = max(int(k) for k in str(counts).split(",")) if counts else 3
+            todo = cells = matrix.plan(
+                self.profile, most, benchmarks=self.options["benchmarks"],
+                systems=self.options["systems"], epochs=self.options["epochs"],
+                steps=self.options["steps"], data=self.options["data"],
+                repeats=self.options["repeats"] or 1,
+                node_counts=provision.node_counts(counts, most),
+                profile_steps=self.options["profile_steps"])
+        rows, _ = estimate.plan_seconds(todo, estimate.history(
+            self.results, self.inventory_name, self.stack_name))
+        return max(c.nodes for c in cells), slurm_jobs.time_limit_minutes(rows)
+
+    def bench_args(self, selecting):
+        args = ["--inventory", self.inventory_name, "--stack", self.stack_name,
+                "--profile", self.profile, "--results", str(self.results.resolve())]
+        for name, value in self.options.items():
+            if value in (None, "", False) or (name == "repeats" and value == 1) or \
+                    (name in resume.SELECTING + ("repeats",) and not selecting):
+                continue
+            args += ["--" + name.replace("_", "-"), str(value)]
+        return args + ["--" + k.replace("_", "-") for k, v in self.flags.items() if v]
+
+    def write_batch(self, partition, submit):
+        nodes, minutes = self.size()
+        self.results.mkdir(parents=True, exist_ok=True)
+        script = self.results / ("%s.sbatch" % self.run_id)
+        script.write_text(slurm_jobs.batch_script(
+            self.run_id, nodes, minutes, partition, self.bench_args(True),
+            self.bench_args(False), self.results))
+        print("batch script: %s (%d node(s), up to %s); submit it with `sbatch %s`"
+              % (script, nodes, slurm_jobs.slurm_time(minutes), script), flush=True)
+        if submit:
+            job = slurm_jobs.submit(script)
+            print("submitted: job %s (`squeue -j %s`); then `invoke collect --run %s`"
+                  % (job, job, self.run_id), flush=True)
+        return {"run_id": self.run_id, "script": script}
 
 
 def _check_limit(expected, max_hours):
@@ -91,6 +164,12 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
             outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout,
                                          (sum(s for s in after if s is not None),
                                           after.count(None)))
+            taken = launch.unusable(nodes, fresh=True) if outcomes[cell.id] != "succeeded" \
+                else ""
+            if taken and index < len(cells):
+                raise UserError("%s: %d cell(s) left pending" % (taken, len(cells) - index),
+                                "resume with `invoke bench --run %s` once the nodes are back, "
+                                "or in a new allocation" % run_id)
             if fail_fast and outcomes[cell.id] != "succeeded" and index < len(cells):
                 print("stopping (--fail-fast): %d cell(s) left pending; resume with "
                       "`invoke bench --run %s`" % (len(cells) - index, run_id), flush=True)

@@ -131,8 +131,11 @@ def poll(proc):
     command = ("cd %s && touch lease && cat progress.json 2>/dev/null; echo; echo '#ps'; "
                "%s; echo '#rc'; cat rc 2>/dev/null"
                % (shlex.quote(proc.out_dir), nodes_mod.STATE % proc.pid))
-    out = proc.node.bounded(lambda: proc.node.run(command, check=False), POLL_TIMEOUT).stdout
-    progress_text, rest = out.split("#ps", 1)
+    done = proc.node.bounded(lambda: proc.node.run(command, check=False), POLL_TIMEOUT)
+    if "#rc" not in done.stdout:  # the command never ran there (a Slurm step refused)
+        raise UserError(proc.node.unusable(fresh=True) or "%s did not answer its poll: %s" % (
+            proc.node.name, done.stderr.strip()[-300:] or "exit %d" % done.exited))
+    progress_text, rest = done.stdout.split("#ps", 1)
     ps_text, rc_text = rest.split("#rc", 1)
     try:
         proc.progress = json.loads(progress_text) if progress_text.strip() else proc.progress
@@ -154,11 +157,19 @@ def watch(cell, processes, timeout, display):
                   (p.rc is None and not alive[p.label])]
         if failed:
             return "failed", "; ".join(_death(p) for p in failed)
+        taken = unusable({p.node.name: p.node for p in processes}.values())
+        if taken:
+            return "failed", taken
         if all(p.rc == 0 for p in processes if not p.service):
             return stop_services(processes)
         if time.monotonic() - started > timeout:
             return "failed", "timeout after %d s (raise it with --timeout)" % timeout
         time.sleep(POLL_SECONDS)
+
+
+def unusable(nodes, fresh=False):
+    """Why some of these nodes can run no more (a scheduler took them away), or ""."""
+    return "; ".join(filter(None, (node.unusable(fresh) for node in nodes)))
 
 
 def _death(proc):

@@ -4,6 +4,7 @@ Background processes are started with `setsid`, so their pid is also their proce
 killing `-pid` reaches everything the run started (loader workers included) and nothing else.
 """
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -137,6 +138,11 @@ class Node:
     def close(self):
         pass
 
+    def unusable(self, fresh=False):
+        """Why this node can run no more of the run (its scheduler took it away), or None.
+        fresh: ask now, not an answer kept from the last few seconds."""
+        return None
+
 
 class LocalNode(Node):
     """A node on this machine: commands through Invoke, files by copying."""
@@ -204,11 +210,14 @@ class SlurmNode(Node):
     runs beside the roles' steps), and each role is a job step of its own, which stopping
     the role cancels (scancel) besides killing its pid."""
     STEP_FILE = "slurm_step"  # written in the role's folder: which job step ran it
+    CHECK_SECONDS = 2.0
 
     def __init__(self, host):
         super().__init__(host)
         self.job = host.vars.get("slurm_job")
         self._roles = {}  # pid -> (srun client, folder)
+        self._checked = (-self.CHECK_SECONDS, None)  # (when, what Slurm said)
+        self.ended = None  # srun's words, once it refused a step because the job has ended
 
     def srun(self, *command):
         return ["srun", "--jobid=%s" % self.job, "--overlap", "--nodes=1", "--ntasks=1",
@@ -247,6 +256,32 @@ class SlurmNode(Node):
         raise UserError("%s: the job step for %s did not start" % (self.name, script),
                         "check `squeue -s -j %s` and the node's slurmd log" % self.job)
 
+    def unusable(self, fresh=False):
+        """The node drained, down or failed, or the allocation over (time limit, cancelled),
+        as Slurm says; asked at most every CHECK_SECONDS."""
+        if self.ended:  # srun said so: an allocation that ended never comes back
+            return "Slurm allocation %s is over (%s)" % (self.job, self.ended)
+        now = time.monotonic()
+        if fresh or now - self._checked[0] >= self.CHECK_SECONDS:
+            self._checked = (now, self._slurm_says())
+        return self._checked[1]
+
+    def _slurm_says(self):
+        job = _ask_slurm(["squeue", "-h", "-j", str(self.job), "-o", "%T"])
+        if job is None:
+            return "Slurm does not answer (squeue timed out: is slurmctld down?)"
+        state = job.stdout.strip() if job.returncode == 0 else ""
+        if state != "RUNNING":  # squeue fails on a job that has left the queue
+            return "Slurm allocation %s is %s" % (self.job, state or "over")
+        node = _ask_slurm(["scontrol", "-o", "show", "node", self.name])
+        node = node.stdout if node is not None else ""
+        state = re.search(r"\bState=(\S+)", node)
+        if state and re.search(r"DRAIN|DOWN|FAIL|NOT_RESPONDING", state.group(1)):
+            reason = re.search(r"\bReason=(.*?)(?: \w+=|$)", node)
+            return "Slurm node %s is %s%s" % (self.name, state.group(1),
+                                              " (%s)" % reason.group(1) if reason else "")
+        return None
+
     def kill(self, pid, grace=5.0):
         hard = super().kill(pid, grace)
         client, cwd = self._roles.pop(pid, (None, None))
@@ -259,6 +294,20 @@ class SlurmNode(Node):
             except subprocess.TimeoutExpired:
                 client.kill()
         return hard
+
+
+# srun's refusals once the allocation is ending or over (time limit, cancelled, node failure)
+JOB_ENDED = re.compile(r"already completing or completed|has expired|Invalid job id|"
+                       r"Job has been cancelled|time limit")
+
+
+def _ask_slurm(command, timeout=5):
+    """A Slurm client command's result, or None when slurmctld does not answer in time (a
+    cell must fail within seconds, not after the client's own minute of retries)."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 class _Srun:
@@ -274,6 +323,9 @@ class _Srun:
         except subprocess.TimeoutExpired:
             raise UserError("%s: a job step did not finish within %s s" % (self.node.name,
                                                                           timeout)) from None
+        ended = JOB_ENDED.search(done.stderr) if done.returncode else None
+        if ended:  # squeue may still say RUNNING while the job is being ended (time limit)
+            self.node.ended = ended.group(0)
         return _Result(done.returncode, done.stdout, done.stderr)
 
 

@@ -26,7 +26,8 @@ def check(nodes, stack, cells, inv=None):
         _add_needs(needs, cell, nodes, stack, index)
     for node in nodes:
         if needs[node.name]["envs"] or needs[node.name]["files"]:
-            problems += _check_node(node, needs[node.name])
+            taken = node.unusable()  # a Slurm node drained or down, its allocation over
+            problems += [taken] if taken else _check_node(node, needs[node.name])
     if problems:
         raise UserError("pre-flight found %d problem(s):\n  %s"
                         % (len(problems), "\n  ".join(problems)),

@@ -4,11 +4,15 @@ host's namespace and cgroups; `cluster.down` stops every daemon by its recorded 
 import json
 import os
 import re
+import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from harness import launch
 from harness.clusters import emulated as cluster
 from harness.clusters import slurm
 from tests.conftest import invoke
@@ -48,9 +52,10 @@ def test_a_job_step_runs_in_each_hosts_namespace_and_cgroup(with_slurm):
     assert seen == [[h["name"], h["address"], "/dlbench/%s" % h["name"]] for h in hosts]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def allocation(with_slurm):
-    """Three nodes allocated (salloc --no-shell), released at the end."""
+    """Three nodes allocated (salloc --no-shell), released after the test: the partition,
+    batch and fault tests need the nodes free."""
     env = slurm.environment(with_slurm)
     out = subprocess.run(["salloc", "-N3", "--no-shell", "--job-name=dlbench-test"],
                          capture_output=True, text=True, timeout=60, env=env)
@@ -83,6 +88,186 @@ def test_outside_an_allocation_the_slurm_inventory_says_how_to_get_one(with_slur
                  env=dict(slurm.environment(with_slurm), SLURM_JOB_ID=""))
     assert out.returncode == 2
     assert "not inside a Slurm allocation" in out.stderr and "salloc -N3" in out.stderr
+
+
+def _wait_for_job(job, env, seconds=600):
+    deadline = time.monotonic() + seconds
+    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True,
+                         env=env).stdout.strip():
+        assert time.monotonic() < deadline, "job %s still in the queue" % job
+        time.sleep(2)
+
+
+def test_partition_asks_for_an_allocation_runs_in_it_and_releases_it(with_slurm, tmp_path):
+    env = dict(slurm.environment(with_slurm), SLURM_JOB_ID="")
+    out = invoke("bench", "--inventory", "netns-slurm", "--partition", slurm.PARTITION,
+                 "--systems", "pytorch-sync", "--results", str(tmp_path), env=env).stdout
+    job = re.search(r"allocation (\d+) granted", out).group(1)
+    assert "asking Slurm for 3 node(s)" in out and "allocation %s released" % job in out
+    assert "1 succeeded, 0 failed" in out
+    _wait_for_job(job, env, seconds=30)  # released: gone from the queue
+
+
+def test_a_batch_script_runs_the_plan_and_resubmitted_resumes_it(with_slurm, tmp_path):
+    env = dict(slurm.environment(with_slurm), SLURM_JOB_ID="")
+    out = invoke("bench", "--inventory", "netns-slurm", "--sbatch", "--submit", "--systems",
+                 "pytorch-sync", "--run", "batch", "--results", str(tmp_path), env=env).stdout
+    job = re.search(r"submitted: job (\d+)", out).group(1)
+    _wait_for_job(job, env)
+    log = tmp_path / "batch.sbatch.log"
+    assert "1 succeeded, 0 failed" in log.read_text(), log.read_text()[-3000:]
+    (status,) = _status(tmp_path, "batch").values()
+    assert status["status"] == "succeeded"
+    again = subprocess.run(["sbatch", str(tmp_path / "batch.sbatch")], capture_output=True,
+                           text=True, env=env, timeout=60)
+    _wait_for_job(re.search(r"job (\d+)", again.stdout).group(1), env)
+    assert "nothing left to run" in log.read_text()
+
+
+# --- faults: each ends as a failed cell within the bound, or a clear error before the start -
+
+DETECTION_BOUND = 10.0
+WORKDIR = Path("~/.cache/dlbench/netns").expanduser()  # the hosts' workdirs, on this machine
+
+
+@pytest.fixture
+def allocate(with_slurm):
+    """allocate(minutes=None) -> the environment of a new 3-node allocation; every one is
+    released, and every node resumed, at the end."""
+    env, jobs = slurm.environment(with_slurm), []
+
+    def allocate(minutes=None):
+        out = subprocess.run(["salloc", "-N3", "--no-shell", "--job-name=dlbench-fault"]
+                             + (["--time=%d" % minutes] if minutes else []),
+                             capture_output=True, text=True, timeout=60, env=env)
+        jobs.append(re.search(r"allocation (\d+)", out.stderr + out.stdout).group(1))
+        return dict(env, SLURM_JOB_ID=jobs[-1])
+    yield allocate
+    for job in jobs:
+        subprocess.run(["scancel", job], env=env, timeout=30)
+    for host in with_slurm["hosts"]:
+        subprocess.run(["scontrol", "update", "nodename=%s" % host["name"], "state=resume"],
+                       env=env, capture_output=True, timeout=30)
+
+
+def _when_training(run_id, then, node="node1", role="worker-0", step=2):
+    """A thread that calls then() once `role` on `node` reports `step`; returns it and the time
+    then() was called (box["at"])."""
+    box = {}
+
+    def watch():
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            for progress in (WORKDIR / node / "runs" / run_id).glob("*/%s/progress.json" % role):
+                try:
+                    if json.loads(progress.read_text()).get("step", 0) >= step:
+                        box["cell"] = progress.parent.parent.name
+                        then(progress.parent.parent.name)
+                        box["at"] = time.time()
+                        return
+                except ValueError:
+                    pass  # caught mid-write
+            time.sleep(0.1)
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def _bench(env, tmp_path, run_id, systems="pytorch-sync,mxnet-sync", check=True):
+    return invoke("bench", "--inventory", "netns-slurm", "--systems", systems, "--steps", "200",
+                  "--run", run_id, "--results", str(tmp_path), env=env, check=check)
+
+
+def _status(tmp_path, run_id):
+    return {p.parent.name.split("_")[1]: json.loads(p.read_text())
+            for p in (tmp_path / run_id).glob("*/status.json")}
+
+
+def _strays(run_id):
+    return [p for p in Path("/proc").glob("[0-9]*")
+            if _cwd(p).startswith(str(WORKDIR)) and "/runs/%s/" % run_id in _cwd(p) + "/"]
+
+
+def _cwd(proc):
+    try:
+        return os.readlink(str(proc / "cwd"))
+    except OSError:
+        return ""
+
+
+def test_a_cancelled_job_step_fails_its_cell_and_the_next_runs(allocate, tmp_path):
+    env = allocate()
+
+    run_id = "step-%d" % time.time()
+
+    def cancel_step(cell):
+        step = (WORKDIR / "node2" / "runs" / run_id / cell / "worker-1" / "slurm_step")
+        subprocess.run(["scancel", step.read_text().strip()], env=env, timeout=30)
+    thread, box = _when_training(run_id, cancel_step)
+    out = _bench(env, tmp_path, run_id).stdout
+    thread.join(timeout=1)
+    states = _status(tmp_path, run_id)
+    faulted = states["pytorch-sync"]
+    assert faulted["status"] == "failed" and "node2/worker-1" in faulted["reason"], out
+    assert faulted["detected"] - box["at"] < DETECTION_BOUND
+    assert states["mxnet-sync"]["status"] == "succeeded", out
+    assert _strays(run_id) == []
+
+
+@pytest.mark.parametrize("state", ["drain", "down"])
+def test_a_node_taken_away_mid_cell_fails_it_and_stops_the_run(allocate, tmp_path, state):
+    env = allocate()
+    run_id = "node-%s-%d" % (state, time.time())  # the hosts' run folders outlive tmp_path
+    thread, box = _when_training(run_id, lambda cell: subprocess.run(
+        ["scontrol", "update", "nodename=node2", "state=%s" % state, "reason=dlbench-test"],
+        env=env, timeout=30))
+    out = _bench(env, tmp_path, run_id, check=False)
+    thread.join(timeout=1)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "1 cell(s) left pending" in out.stderr and "--run %s" % run_id in out.stderr
+    states = _status(tmp_path, run_id)
+    faulted = states["pytorch-sync"]
+    assert faulted["status"] == "failed", out.stdout
+    assert faulted["detected"] - box["at"] < DETECTION_BOUND, faulted["reason"]
+    assert states["mxnet-sync"]["status"] == "pending"
+    assert _strays(run_id) == []
+
+
+def test_the_allocations_time_limit_fails_the_cell_and_stops_the_run(allocate, tmp_path):
+    env = allocate(minutes=1)
+    out = invoke("bench", "--inventory", "netns-slurm", "--systems", "pytorch-sync,mxnet-sync",
+                 "--epochs", "1000", "--run", "limit", "--results", str(tmp_path), env=env,
+                 check=False)  # the first cell runs for minutes: the minute's limit cuts it
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    states = _status(tmp_path, "limit")
+    faulted = states["pytorch-sync"]
+    assert faulted["status"] == "failed", out.stdout
+    assert states["mxnet-sync"]["status"] == "pending"
+    assert "left pending" in out.stderr and "Slurm allocation" in out.stderr, out.stderr
+    # the allocation is gone, so no job step can stop the roles: Slurm ends its steps, and
+    # each role stops itself when its lease runs out
+    deadline = time.monotonic() + launch.LEASE_SECONDS + 10
+    while _strays("limit"):
+        assert time.monotonic() < deadline, _strays("limit")
+        time.sleep(1)
+
+
+def test_a_controller_that_does_not_answer_is_a_clear_error_before_the_start(allocate,
+                                                                              with_slurm,
+                                                                              tmp_path):
+    env = allocate()
+    pid = with_slurm["slurm"]["slurmctld"]
+    os.kill(pid, signal.SIGSTOP)  # its port still accepts connections; nothing answers
+    try:
+        began = time.monotonic()
+        out = invoke("bench", "--inventory", "netns-slurm", "--results", str(tmp_path),
+                     env=env, check=False)
+        took = time.monotonic() - began
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "slurmctld does not answer" in out.stderr and "scontrol ping" in out.stderr
+    assert took < 30 and not list(tmp_path.iterdir())
 
 
 def test_down_stops_every_slurm_daemon_it_started(with_slurm):

@@ -73,7 +73,7 @@ def _field(text, field, what):
 
 def scontrol(*args):
     try:
-        result = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30)
+        result = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=10)
     except FileNotFoundError:
         raise UserError("--inventory slurm: scontrol is not on PATH",
                         "run on a node of the Slurm cluster (a login node)") from None
