@@ -1,5 +1,6 @@
 """`invoke fault-bench --random N`: N faults, each a random role (worker, server, scheduler,
-ps, chief) of a random system-mode SIGKILLed at a random moment of its cell, on the local or
+ps, chief; drawn among the system-mode's roles, then a process of it) of a random
+system-mode SIGKILLed at a random moment of its cell, on the local or
 the emulated cluster. Each fault is a run of two cells of the same system-mode: the faulted
 one, then the next, which must succeed.
 
@@ -46,7 +47,9 @@ def run(inventory_name, stack_name, results, count, seed=None, systems=None):
 def one_fault(inv, inventory_name, stack_name, results, system, rng):
     nodes = nodes_mod.connect_all(inv)
     cells = matrix.plan("smoke", len(inv.hosts), systems=system, steps=STEPS, repeats=2)
-    victim_node, role, rank = rng.choice(layout.roles(cells[0], nodes))
+    placed = layout.roles(cells[0], nodes)  # the role first, so that the one-per-cell
+    role = rng.choice(sorted({r for _, r, _ in placed}))  # coordinators are drawn as often
+    victim_node, role, rank = rng.choice([p for p in placed if p[1] == role])
     run_id = "campaign-%s-%s" % (system, collect.new_run_id())
     killer = RandomKill(nodes[0], victim_node, "%s-%d" % (role, rank), run_id, cells[0].id,
                         delay=rng.uniform(0.0, 8.0))
