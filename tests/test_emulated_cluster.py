@@ -209,3 +209,28 @@ def test_down_removes_what_up_made(netns):
     assert "stale" in out and "emulated cluster up" in out
     assert invoke("cluster.status").stdout.count("sshd up") == len(state["hosts"])
     # the fixture's teardown takes it down again
+
+
+def test_hostile_workdirs_over_ssh_provision_run_a_cell_and_collect_it(netns, tmp_path):
+    """Workdirs with a space, quotes, $, ; and é, over real SSH and Ansible."""
+    import shutil
+    import yaml
+    hostile = "/tmp/dlbench netns 'quote' \"dq\" $;x é"
+    data = yaml.safe_load(Path(netns["inventory"]).read_text())
+    for name, host in data["all"]["children"]["nodes"]["hosts"].items():
+        host["workdir"] = "%s/%s" % (hostile, name)
+    inventory_file = tmp_path / "netns-hostile.yml"
+    inventory_file.write_text(yaml.safe_dump(data, allow_unicode=True))
+    results = tmp_path / "results"
+    try:
+        invoke("provision", "--inventory", str(inventory_file))
+        out = invoke("bench", "--inventory", str(inventory_file), "--systems", "mxnet-sync",
+                     "--results", str(results)).stdout
+        assert "1 succeeded, 0 failed" in out, out
+        invoke("collect", "--inventory", str(inventory_file), "--results", str(results))
+        (run,) = [p for p in results.iterdir() if p.is_dir()]
+        fetched = sorted(p.parent.name for p in run.glob("*/*/*/result.json"))
+        assert fetched == ["scheduler-0"] + ["server-%d" % i for i in range(3)] + \
+            ["worker-%d" % i for i in range(3)]
+    finally:
+        shutil.rmtree(hostile, ignore_errors=True)

@@ -183,6 +183,13 @@ def _status(tmp_path, run_id):
             for p in (tmp_path / run_id).glob("*/status.json")}
 
 
+def _row(fault, status, since):
+    """The fault table's row, printed (pytest -s shows it) for the closing note's figures."""
+    print("\nFAULT-TABLE | %s | %s | detected %.1f s | cleanup %.1f s | %s" % (
+        fault, status["status"], status["detected"] - since, status["ended"] - status["detected"],
+        status.get("reason", "")[:120]))
+
+
 def _strays(run_id):
     return [p for p in Path("/proc").glob("[0-9]*")
             if _cwd(p).startswith(str(WORKDIR)) and "/runs/%s/" % run_id in _cwd(p) + "/"]
@@ -209,6 +216,7 @@ def test_a_cancelled_job_step_fails_its_cell_and_the_next_runs(allocate, tmp_pat
     states = _status(tmp_path, run_id)
     faulted = states["pytorch-sync"]
     assert faulted["status"] == "failed" and "node2/worker-1" in faulted["reason"], out
+    _row("job step cancelled", faulted, box["at"])
     assert faulted["detected"] - box["at"] < DETECTION_BOUND
     assert states["mxnet-sync"]["status"] == "succeeded", out
     assert _strays(run_id) == []
@@ -228,6 +236,7 @@ def test_a_node_taken_away_mid_cell_fails_it_and_stops_the_run(allocate, tmp_pat
     states = _status(tmp_path, run_id)
     faulted = states["pytorch-sync"]
     assert faulted["status"] == "failed", out.stdout
+    _row("node set to %s" % state.upper(), faulted, box["at"])
     assert faulted["detected"] - box["at"] < DETECTION_BOUND, faulted["reason"]
     assert states["mxnet-sync"]["status"] == "pending"
     assert _strays(run_id) == []
@@ -235,6 +244,7 @@ def test_a_node_taken_away_mid_cell_fails_it_and_stops_the_run(allocate, tmp_pat
 
 def test_the_allocations_time_limit_fails_the_cell_and_stops_the_run(allocate, tmp_path):
     env = allocate(minutes=1)
+    granted = time.time()
     out = invoke("bench", "--inventory", "netns-slurm", "--systems", "pytorch-sync,mxnet-sync",
                  "--epochs", "1000", "--run", "limit", "--results", str(tmp_path), env=env,
                  check=False)  # the first cell runs for minutes: the minute's limit cuts it
@@ -243,6 +253,7 @@ def test_the_allocations_time_limit_fails_the_cell_and_stops_the_run(allocate, t
     faulted = states["pytorch-sync"]
     assert faulted["status"] == "failed", out.stdout
     assert states["mxnet-sync"]["status"] == "pending"
+    _row("time limit (1 min)", faulted, granted + 60)  # Slurm ends the job up to ~30 s later
     assert "left pending" in out.stderr and "Slurm allocation" in out.stderr, out.stderr
     # the allocation is gone, so no job step can stop the roles: Slurm ends its steps, and
     # each role stops itself when its lease runs out
@@ -267,6 +278,8 @@ def test_a_controller_that_does_not_answer_is_a_clear_error_before_the_start(all
         os.kill(pid, signal.SIGCONT)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert "slurmctld does not answer" in out.stderr and "scontrol ping" in out.stderr
+    print("\nFAULT-TABLE | slurmctld stopped (SIGSTOP) | error before the start | %.1f s | %s"
+          % (took, out.stderr.strip().splitlines()[0][:120]))
     assert took < 30 and not list(tmp_path.iterdir())
 
 
