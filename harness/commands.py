@@ -1,6 +1,7 @@
 """The user's four words, each one call from tasks.py."""
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -65,6 +66,9 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
         _start_run(path, inv, stack, profile, cells, options)
     print(estimate.describe(*expected)[-1], flush=True)
     return _run_cells(path, run_id, todo, nodes, stack, timeout, fail_fast, expected[0])
+
+
+CRASH = re.compile(r"exited with (134|139)\b")  # 128 + SIGABRT, 128 + SIGSEGV
 
 
 class SlurmRequest:
@@ -161,9 +165,9 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
             print("cell %d/%d" % (index, len(cells)), flush=True)
             links.apply(cell)
             after = [seconds.get(c.id) for c in cells[index:]]
-            outcomes[cell.id] = _run_one(path, run_id, cell, nodes, stack, timeout,
-                                         (sum(s for s in after if s is not None),
-                                          after.count(None)))
+            outcomes[cell.id] = _run_retrying_crash(path, run_id, cell, nodes, stack, timeout,
+                                                    (sum(s for s in after if s is not None),
+                                                     after.count(None)))
             taken = launch.unusable(nodes, fresh=True) if outcomes[cell.id] != "succeeded" \
                 else ""
             if taken and index < len(cells):
@@ -193,6 +197,26 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
 def shard_index(cell, nodes_count):
     meta = datasets.prepare(cell.dataset, cell.data, nodes_count, progress=lambda m: None)
     return json.loads((meta / "shards.json").read_text())
+
+
+def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after):
+    """A cell that failed because a framework crashed in native code (SIGSEGV or SIGABRT:
+    TF 2.21's coordinator and profiler have, at random) runs once more. The first attempt is
+    kept in .attempts/, and the cell's warning, which the report lists, names it. A kill
+    (SIGKILL, a fault) or any other failure is not retried."""
+    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after)
+    first = RunFolder(path).status(cell.id)
+    if outcome == "succeeded" or not CRASH.search(first.get("reason", "")):
+        return outcome
+    print("  %s: running it once more (the first attempt is kept in .attempts/)" % cell.id,
+          flush=True)
+    RunFolder(path).set_aside(cell.id)
+    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after)
+    status = RunFolder(path).status(cell.id)
+    status["warning"] = "; ".join(filter(None, [
+        "ran twice: the first attempt failed (%s)" % first["reason"], status.get("warning")]))
+    _write_status(path, cell, status)
+    return outcome
 
 
 def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0)):

@@ -38,10 +38,11 @@ class KillWhenTraining(threading.Thread):
     """Once a process on `trigger` reports `step` (or, given `phase`, once it and the victim
     report that phase), SIGKILL the victim role on `victim`."""
 
-    def __init__(self, trigger, victim, run_id, cell_id, step=2, timeout=600, phase=None):
+    def __init__(self, trigger, victim, run_id, cell_id, step=2, timeout=600, phase=None,
+                 signal="KILL"):
         super().__init__(daemon=True)
         self.trigger, self.victim, self.step, self.timeout = trigger, victim, step, timeout
-        self.phase = phase
+        self.phase, self.signal = phase, signal
         self.folders = [run_folder(n, run_id) + "/" + cell_id for n in (trigger, victim)]
         self.killed_at = None
         self.pid = None
@@ -52,7 +53,7 @@ class KillWhenTraining(threading.Thread):
             trigger = list(progress_of(self.trigger, self.folders[0]).values())
             victim = progress_of(self.victim, self.folders[1]).get("%s-%d" % VICTIM, {})
             if self._due(trigger, victim) and victim.get("pid"):
-                self.victim.run("kill -KILL %d" % victim["pid"], check=False)
+                self.victim.run("kill -%s %d" % (self.signal, victim["pid"]), check=False)
                 self.pid, self.killed_at = victim["pid"], time.time()
             time.sleep(0.05)
 

@@ -112,6 +112,26 @@ def test_a_worker_lost_in_the_profiled_steps_keeps_the_cells_timing(provisioned,
     assert "operator profile incomplete" in (run / "analysis" / "report.md").read_text()
 
 
+def test_a_framework_crash_runs_the_cell_once_more_and_keeps_the_first_attempt(provisioned,
+                                                                                tmp_path):
+    """SIGSEGV, as TF 2.21's coordinator has given itself: one more attempt, named."""
+    run_id, system = "crashed", "pytorch-sync"
+    nodes = nodes_mod.connect_all(inventory.load("local"))
+    (cell,) = matrix.plan("smoke", 3, systems=system, steps=200)
+    killer = faults.KillWhenTraining(nodes[0], nodes[1], run_id, cell.id, signal="SEGV")
+    killer.start()
+    out = invoke("bench", "--run", run_id, "--systems", system, "--steps", "200",
+                 "--results", str(tmp_path)).stdout
+    killer.join(timeout=1)
+    assert killer.killed_at and "running it once more" in out, out
+    status = runfolder.read_json(tmp_path / run_id / cell.id / "status.json")
+    assert status["status"] == "succeeded", status
+    assert status["warning"].startswith("ran twice: the first attempt failed (node2/worker-1 "
+                                        "exited with 139"), status
+    first = tmp_path / run_id / ".attempts" / (cell.id + ".1") / "status.json"
+    assert "node2/worker-1 exited with 139" in runfolder.read_json(first)["reason"]
+
+
 def test_fail_fast_leaves_the_rest_pending(provisioned, tmp_path):
     out = invoke("bench", "--systems", "pytorch-sync,mxnet-sync", "--epochs", "100",
                  "--timeout", "8", "--fail-fast", "--results", str(tmp_path)).stdout
