@@ -44,11 +44,7 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
         cells, todo = resume.plan(path, options, retry_failed, force)
     else:
         networks = links.check(inv, network)
-        cells = matrix.plan(profile, len(inv.hosts), benchmarks=benchmarks, systems=systems,
-                            epochs=epochs, steps=steps, data=data, repeats=repeats,
-                            networks=networks,
-                            node_counts=provision.node_counts(node_counts, len(inv.hosts)),
-                            profile_steps=profile_steps)
+        cells = plan_cells(profile, len(inv.hosts), options, networks)
         todo = cells
     run_id = run_id or collect.new_run_id()
     expected = estimate.plan_seconds(todo, estimate.history(results, inv.name, stack.name))
@@ -66,6 +62,16 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
         _start_run(path, inv, stack, profile, cells, options)
     print(estimate.describe(*expected)[-1], flush=True)
     return _run_cells(path, run_id, todo, nodes, stack, timeout, fail_fast, expected[0])
+
+
+def plan_cells(profile, hosts, options, networks=None):
+    """The cells of a new run on `hosts` nodes, from bench's options."""
+    return matrix.plan(profile, hosts, benchmarks=options["benchmarks"],
+                       systems=options["systems"], epochs=options["epochs"],
+                       steps=options["steps"], data=options["data"],
+                       repeats=options["repeats"] or 1, networks=networks,
+                       node_counts=provision.node_counts(options["nodes"], hosts),
+                       profile_steps=options["profile_steps"])
 
 
 CRASH = re.compile(r"exited with (134|139)\b")  # 128 + SIGABRT, 128 + SIGSEGV
@@ -90,13 +96,7 @@ class SlurmRequest:
         else:
             counts = self.options["nodes"]
             most = max(int(k) for k in str(counts).split(",")) if counts else 3
-            todo = cells = matrix.plan(
-                self.profile, most, benchmarks=self.options["benchmarks"],
-                systems=self.options["systems"], epochs=self.options["epochs"],
-                steps=self.options["steps"], data=self.options["data"],
-                repeats=self.options["repeats"] or 1,
-                node_counts=provision.node_counts(counts, most),
-                profile_steps=self.options["profile_steps"])
+            todo = cells = plan_cells(self.profile, most, self.options)
         rows, _ = estimate.plan_seconds(todo, estimate.history(
             self.results, self.inventory_name, self.stack_name))
         return max(c.nodes for c in cells), slurm_jobs.time_limit_minutes(rows)

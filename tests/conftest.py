@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +24,15 @@ def invoke(*args, check=True, env=None):
 def provisioned():
     """The local cluster with the current stack and the smoke profile's data (real Ansible)."""
     return invoke("provision")
+
+
+def provision_bench_collect(inventory_file, system, results):
+    """One cell of `system` on an inventory, end to end (provision, bench, collect); returns
+    the run folder."""
+    invoke("provision", "--inventory", str(inventory_file))
+    out = invoke("bench", "--inventory", str(inventory_file), "--systems", system,
+                 "--results", str(results)).stdout
+    assert "1 succeeded, 0 failed" in out, out
+    invoke("collect", "--inventory", str(inventory_file), "--results", str(results))
+    (run,) = [p for p in Path(results).iterdir() if p.is_dir()]
+    return run

@@ -17,7 +17,7 @@ from harness.clusters import emulated as cluster
 from selfcheck import faults
 from harness.errors import UserError
 from harness.paths import REPO
-from tests.conftest import INVOKE, invoke
+from tests.conftest import INVOKE, invoke, provision_bench_collect
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
@@ -223,12 +223,7 @@ def test_hostile_workdirs_over_ssh_provision_run_a_cell_and_collect_it(netns, tm
     inventory_file.write_text(yaml.safe_dump(data, allow_unicode=True))
     results = tmp_path / "results"
     try:
-        invoke("provision", "--inventory", str(inventory_file))
-        out = invoke("bench", "--inventory", str(inventory_file), "--systems", "mxnet-sync",
-                     "--results", str(results)).stdout
-        assert "1 succeeded, 0 failed" in out, out
-        invoke("collect", "--inventory", str(inventory_file), "--results", str(results))
-        (run,) = [p for p in results.iterdir() if p.is_dir()]
+        run = provision_bench_collect(inventory_file, "mxnet-sync", results)
         fetched = sorted(p.parent.name for p in run.glob("*/*/*/result.json"))
         assert fetched == ["scheduler-0"] + ["server-%d" % i for i in range(3)] + \
             ["worker-%d" % i for i in range(3)]

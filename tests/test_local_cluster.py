@@ -12,7 +12,7 @@ import pytest
 
 from harness import inventory
 from harness.matrix import SYSTEMS
-from tests.conftest import invoke
+from tests.conftest import invoke, provision_bench_collect
 
 pytestmark = pytest.mark.cluster
 TOKEN = "s3cret-token-that-must-not-leak"  # in the controller's environment during the run
@@ -309,12 +309,7 @@ def test_hostile_workdirs_provision_run_a_cell_and_collect_it(provisioned, tmp_p
         "children": {"nodes": {"hosts": hosts}}}}, allow_unicode=True))
     results = tmp_path / "results"
     try:
-        invoke("provision", "--inventory", str(inventory_file))
-        out = invoke("bench", "--inventory", str(inventory_file), "--systems", "pytorch-sync",
-                     "--results", str(results)).stdout
-        assert "1 succeeded, 0 failed" in out, out
-        invoke("collect", "--inventory", str(inventory_file), "--results", str(results))
-        (run,) = [p for p in results.iterdir() if p.is_dir()]
+        run = provision_bench_collect(inventory_file, "pytorch-sync", results)
         fetched = sorted(p.parent.parent.name for p in run.glob("*/*/*/result.json"))
         assert fetched == ["node1", "node2", "node3"]
         assert json.loads(next(run.glob("*/status.json")).read_text())["status"] == "succeeded"
