@@ -29,12 +29,15 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
         if sbatch or submit:
             return slurm.write_batch(partition, submit)
         with slurm_jobs.allocated(partition, *slurm.size()):
-            return bench(inventory_name, stack_name, profile, results, run_id=slurm.run_id,
-                         dry_run=dry_run, benchmarks=benchmarks, systems=systems,
-                         epochs=epochs, steps=steps, data=data, timeout=timeout,
-                         repeats=repeats, network=network, node_counts=node_counts,
-                         fail_fast=fail_fast, retry_failed=retry_failed, force=force,
-                         profile_steps=profile_steps, max_hours=max_hours)
+            return _bench_on(inventory_name, stack_name, profile, results, slurm.run_id,
+                             dry_run, options, fail_fast, retry_failed, force, max_hours)
+    return _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, options,
+                     fail_fast, retry_failed, force, max_hours)
+
+
+def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, options,
+              fail_fast, retry_failed, force, max_hours):
+    """bench on the inventory's nodes (for --inventory slurm: the allocation's)."""
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
     nodes = nodes_mod.connect_all(inv)
@@ -43,7 +46,7 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     if resuming:
         cells, todo = resume.plan(path, options, retry_failed, force)
     else:
-        networks = links.check(inv, network)
+        networks = links.check(inv, options["network"])
         cells = plan_cells(profile, len(inv.hosts), options, networks)
         todo = cells
     run_id = run_id or collect.new_run_id()
@@ -61,7 +64,8 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
     else:
         _start_run(path, inv, stack, profile, cells, options)
     print(estimate.describe(*expected)[-1], flush=True)
-    return _run_cells(path, run_id, todo, nodes, stack, timeout, fail_fast, expected[0])
+    return _run_cells(path, run_id, todo, nodes, stack, options["timeout"], fail_fast,
+                      expected[0])
 
 
 def plan_cells(profile, hosts, options, networks=None):
