@@ -50,7 +50,8 @@ def check(name, benchmark, system, value, against):
     low, high = LIMITS[name]
     ratio = value / against if against else math.nan
     return {"check": name, "benchmark": benchmark, "system": system, "value": value,
-            "against": against, "ratio": ratio, "accepted": ">= %g" % low if high == math.inf else "%g - %g" % (low, high),
+            "against": against, "ratio": ratio,
+            "accepted": ">= %g" % low if high == math.inf else "%g - %g" % (low, high),
             "ok": bool(low <= ratio <= high)}
 
 

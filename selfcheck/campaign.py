@@ -11,13 +11,11 @@ fetched: result or memory log). A draw whose victim had already exited when the 
 not a fault: it is drawn again (at most 3 x N draws)."""
 import random
 import statistics
-import threading
-import time
 from pathlib import Path
 
 from harness import collect, commands, inventory, layout, matrix, nodes as nodes_mod
 from harness import runfolder
-from selfcheck.faults import progress_of, run_folder, strays
+from selfcheck.faults import KillWhenTraining, strays
 
 DETECTION_GOAL = 10.0
 STEPS = 200  # timed steps of each cell: LeNet-5 trains for seconds, long enough to aim into
@@ -51,8 +49,9 @@ def one_fault(inv, inventory_name, stack_name, results, system, rng):
     role = rng.choice(sorted({r for _, r, _ in placed}))  # coordinators are drawn as often
     victim_node, role, rank = rng.choice([p for p in placed if p[1] == role])
     run_id = "campaign-%s-%s" % (system, collect.new_run_id())
-    killer = RandomKill(nodes[0], victim_node, "%s-%d" % (role, rank), run_id, cells[0].id,
-                        delay=rng.uniform(0.0, 8.0))
+    # the moment: 0-8 s after the cell trains (a process on node 1 reports step 1)
+    killer = KillWhenTraining(nodes[0], victim_node, run_id, cells[0].id, step=1,
+                              label="%s-%d" % (role, rank), delay=rng.uniform(0.0, 8.0))
     killer.start()
     commands.bench(inventory_name, stack_name, "smoke", results, run_id=run_id,
                    systems=system, steps=STEPS, repeats=2)
@@ -61,37 +60,14 @@ def one_fault(inv, inventory_name, stack_name, results, system, rng):
     faulted, after = (runfolder.RunFolder(path).status(c.id) for c in cells)
     detected = faulted.get("detected")
     return {"system": system, "role": role, "node": victim_node.name, "run": str(path),
-            "delay": killer.delay, "phase": killer.phase, "injected": killer.killed_at is not None,
+            "delay": killer.delay, "phase": killer.victim_phase,
+            "injected": killer.killed_at is not None,
             "status": faulted.get("status"), "reason": faulted.get("reason") or
             faulted.get("warning"),
             "detection": detected - killer.killed_at if killer.killed_at and detected else None,
             "cleanup": (faulted.get("ended") or 0) - (detected or 0),
             "strays": sum(len(p) for p in strays(nodes, run_id).values()),
             "next_cell": after.get("status"), "lost": lost(path / cells[0].id, faulted)}
-
-
-class RandomKill(threading.Thread):
-    """`delay` s after the cell starts training (a process on `trigger` reports step 1),
-    SIGKILL the `label` process on `victim`, if it still runs."""
-
-    def __init__(self, trigger, victim, label, run_id, cell_id, delay, timeout=600):
-        super().__init__(daemon=True)
-        self.trigger, self.victim, self.label, self.delay = trigger, victim, label, delay
-        self.folders = [run_folder(n, run_id) + "/" + cell_id for n in (trigger, victim)]
-        self.timeout, self.killed_at, self.phase = timeout, None, None
-
-    def run(self):
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            if any(p.get("step", 0) >= 1 for p in progress_of(self.trigger,
-                                                               self.folders[0]).values()):
-                break
-            time.sleep(0.05)
-        time.sleep(self.delay)
-        state = progress_of(self.victim, self.folders[1]).get(self.label, {})
-        if state.get("pid") and self.victim.run("kill -KILL %d" % state["pid"],
-                                                check=False).exited == 0:
-            self.killed_at, self.phase = time.time(), state.get("phase")
 
 
 def lost(cell_path, status):

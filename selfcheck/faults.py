@@ -36,26 +36,34 @@ def progress_of(node, folder):
 
 class KillWhenTraining(threading.Thread):
     """Once a process on `trigger` reports `step` (or, given `phase`, once it and the victim
-    report that phase), SIGKILL the victim role on `victim`."""
+    report that phase), wait `delay` s, then send SIGKILL (or `signal`) to the `label`
+    process on `victim`, if it still runs: killed_at, and the victim's phase then."""
 
     def __init__(self, trigger, victim, run_id, cell_id, step=2, timeout=600, phase=None,
-                 signal="KILL"):
+                 signal="KILL", label="%s-%d" % VICTIM, delay=0.0):
         super().__init__(daemon=True)
         self.trigger, self.victim, self.step, self.timeout = trigger, victim, step, timeout
-        self.phase, self.signal = phase, signal
+        self.phase, self.signal, self.label, self.delay = phase, signal, label, delay
         self.folders = [run_folder(n, run_id) + "/" + cell_id for n in (trigger, victim)]
-        self.killed_at = None
-        self.pid = None
+        self.killed_at = self.pid = self.victim_phase = None
 
     def run(self):
         deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline and self.killed_at is None:
+        while time.monotonic() < deadline:
             trigger = list(progress_of(self.trigger, self.folders[0]).values())
-            victim = progress_of(self.victim, self.folders[1]).get("%s-%d" % VICTIM, {})
-            if self._due(trigger, victim) and victim.get("pid"):
-                self.victim.run("kill -%s %d" % (self.signal, victim["pid"]), check=False)
-                self.pid, self.killed_at = victim["pid"], time.time()
+            if self._due(trigger, self._victim()) and self._victim().get("pid"):
+                time.sleep(self.delay)
+                return self._kill(self._victim())
             time.sleep(0.05)
+
+    def _victim(self):
+        return progress_of(self.victim, self.folders[1]).get(self.label, {})
+
+    def _kill(self, victim):
+        if victim.get("pid") and self.victim.run("kill -%s %d" % (self.signal, victim["pid"]),
+                                                 check=False).exited == 0:
+            self.pid, self.killed_at = victim["pid"], time.time()
+            self.victim_phase = victim.get("phase")
 
     def _due(self, trigger, victim):
         if self.phase:
