@@ -46,18 +46,23 @@ class KillWhenTraining(threading.Thread):
         self.phase, self.signal, self.label, self.delay = phase, signal, label, delay
         self.folders = [run_folder(n, run_id) + "/" + cell_id for n in (trigger, victim)]
         self.killed_at = self.pid = self.victim_phase = None
+        self.since = time.time()  # progress written before: an earlier run's, with its pids
 
     def run(self):
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
-            trigger = list(progress_of(self.trigger, self.folders[0]).values())
+            trigger = self._fresh(progress_of(self.trigger, self.folders[0]).values())
             if self._due(trigger, self._victim()) and self._victim().get("pid"):
                 time.sleep(self.delay)
                 return self._kill(self._victim())
             time.sleep(0.05)
 
+    def _fresh(self, progress):
+        return [p for p in progress if p.get("updated", 0) >= self.since]
+
     def _victim(self):
-        return progress_of(self.victim, self.folders[1]).get(self.label, {})
+        found = progress_of(self.victim, self.folders[1]).get(self.label, {})
+        return (self._fresh([found]) or [{}])[0]
 
     def _kill(self, victim):
         if victim.get("pid") and self.victim.run("kill -%s %d" % (self.signal, victim["pid"]),
