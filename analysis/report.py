@@ -374,7 +374,8 @@ def provenance(manifest):
              "- inventory `%s`: %d nodes" % (manifest.get("inventory", {}).get("name"),
                                              len(hosts))]
     nodes = [[h["name"], h["address"], h["vcpus"]] + [(facts.get(h["name"]) or {}).get(k, "?")
-             for k in ("cpu_model", "cpu_count", "memory_mb", "kernel", "os")] for h in hosts]
+             for k in ("cpu_model", "cpu_count", "memory_mb", "kernel", "os",
+                       "provisioned_through")] for h in hosts]
     versions = []
     for node, envs in sorted((manifest.get("installed") or {}).items()):
         for framework, env in sorted((envs or {}).items()):
@@ -385,7 +386,7 @@ def provenance(manifest):
                                                          shown))
     return [("h2", "What was run"), ("list", [l[2:] for l in lines]),
             ("table", ["node", "address", "vcpus given", "CPU", "cores", "memory MB", "kernel",
-                       "OS"], nodes),
+                       "OS", "provisioned through"], nodes),
             ("p", "Installed versions (from each node's environments):"), ("list", versions)]
 
 

@@ -76,11 +76,12 @@ def run(inventory_name, stack_name, profile, data=None, archive=None, check=Fals
     vars_file.parent.mkdir(parents=True, exist_ok=True)
     vars_file.write_text(json.dumps(variables, indent=1))
     command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-               "-i", str(inv.path), str(PLAYBOOKS / "provision.yml"), "-e", "@%s" % vars_file]
+               "-i", str(ansible_inventory(inv)), str(PLAYBOOKS / "provision.yml"),
+               "-e", "@%s" % vars_file]
     if check:
         command.append("--check")
-    print("provisioning %d nodes of %s with stack %s" % (len(inv.hosts), inv.name, stack.name),
-          flush=True)
+    print("provisioning %d nodes of %s with stack %s %s" % (len(inv.hosts), inv.name,
+                                                            stack.name, route(inv)), flush=True)
     began = time.monotonic()
     recap = _stream(command)
     missing = [h.name for h in inv.hosts if h.name not in recap]
@@ -93,6 +94,30 @@ def run(inventory_name, stack_name, profile, data=None, archive=None, check=Fals
     changed = sum(r["changed"] for r in recap.values())
     print("provisioned in %.1f s: changed=%d over %d nodes" % (seconds, changed, len(recap)))
     return {"seconds": seconds, "recap": recap, "changed": changed}
+
+
+def route(inv):
+    """How Ansible reaches the nodes, in words (printed, so that a user knows which)."""
+    connections = sorted({h.connection for h in inv.hosts})
+    if connections == ["slurm"]:
+        return ("through Slurm job steps (srun --overlap in allocation %s; "
+                "playbooks/connection_plugins/slurm.py)" % inv.hosts[0].vars["slurm_job"])
+    return "over %s" % " and ".join({"ssh": "SSH", "local": "local processes"}[c]
+                                    for c in connections)
+
+
+def ansible_inventory(inv):
+    """The file ansible-playbook reads. A Slurm inventory lists no hosts (they are the
+    allocation's), so Ansible gets them written out: each node with the variables the harness
+    resolved for it, reached by the slurm connection, modules piped into one step each."""
+    if not any(h.connection == "slurm" for h in inv.hosts):
+        return inv.path
+    hosts = {h.name: dict(h.vars, ansible_pipelining=True) for h in inv.hosts}
+    target = cache_dir() / "staging" / ("inventory-%s-%s.json" % (inv.name,
+                                                                  inv.hosts[0].vars["slurm_job"]))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps({"all": {"children": {"nodes": {"hosts": hosts}}}}, indent=1))
+    return target
 
 
 def _stream(command):

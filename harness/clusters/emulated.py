@@ -315,8 +315,10 @@ def write_slurm_inventory(state):
     netns inventory's workdirs, so that what `provision --inventory netns` put there serves."""
     SLURM_INVENTORY.write_text(
         "# Written by `invoke cluster.up --slurm`; removed by `invoke cluster.down`.\n"
-        "# The hosts come from the allocation (SLURM_JOB_ID); provision with --inventory netns.\n"
+        "# The hosts come from the allocation (SLURM_JOB_ID). `invoke provision` with it runs\n"
+        "# Ansible's tasks as job steps; --inventory netns provisions the same hosts over SSH.\n"
         "all:\n  vars:\n    ansible_connection: slurm\n    cluster_interface: eth0\n"
+        "    ansible_python_interpreter: /usr/bin/python3\n"
         "    workdir: ~/.cache/dlbench/netns/{host}\n    env_root: ~/.cache/dlbench/envs\n"
         "    shared_env_root: true\n    base_port: 29500\n    link_mbit: %d\n"
         % state["rate_mbit"])
