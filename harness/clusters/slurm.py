@@ -3,6 +3,9 @@ munge: munged (a key and socket of its own) and slurmctld on this machine, at th
 address; one slurmd in each emulated host, in its network namespace and its cgroups, named as
 the host. Every pid is recorded in the cluster's state; `cluster.down` stops them by it.
 
+Accounting is on, as on HPC clusters (`sacct`): slurmdbd and a MariaDB of its own
+(harness/clusters/slurmdbd.py).
+
 Clients find the cluster through SLURM_CONF=<state>/slurm/slurm.conf (`cluster.status` prints
 it). slurmd runs under nsenter, not `ip netns exec`: the latter remounts /sys, and slurmd
 needs the machine's /sys/fs/cgroup."""
@@ -14,10 +17,11 @@ import time
 from pathlib import Path
 
 from ..errors import UserError
+from . import slurmdbd
 
 DAEMONS = {"munged": "/usr/sbin/munged", "slurmctld": "/usr/sbin/slurmctld",
            "slurmd": "/usr/sbin/slurmd", "sinfo": "/usr/bin/sinfo"}
-PARTITION = "dlbench"
+PARTITION = CLUSTER = "dlbench"
 READY_SECONDS = 30
 
 
@@ -31,21 +35,28 @@ def environment(state):
 
 
 def require_packages():
-    missing = [name for name, path in DAEMONS.items() if not Path(path).exists()]
+    needed = dict(DAEMONS, **slurmdbd.PROGRAMS)
+    missing = [name for name, path in needed.items() if not Path(path).exists()]
     if missing:
         raise UserError("Slurm is not installed here (no %s)" % ", ".join(missing),
-                        "apt-get install slurm-wlm munge (Debian), then run "
-                        "`sudo -E invoke cluster.up --slurm` again")
+                        "apt-get install slurm-wlm slurmdbd munge mariadb-server (Debian), "
+                        "then run `sudo -E invoke cluster.up --slurm` again")
 
 
 def up(state, controller_address):
-    """munged, slurmctld, a slurmd per host; returns once `sinfo` shows every host idle."""
+    """munged, MariaDB and slurmdbd, slurmctld, a slurmd per host; returns once `sinfo` shows
+    every host idle."""
     require_packages()
     here = folder(state)
     (here / "spool").mkdir(parents=True, exist_ok=True)
     slurm = state.setdefault("slurm", {"conf": str(here / "slurm.conf"), "slurmd": {}})
     slurm["munged"] = start_munged(here)
-    (here / "slurm.conf").write_text(config(state, here, controller_address))
+    slurm["mariadbd"], db_port, password = slurmdbd.start_database(here)
+    dbd_port = slurmdbd.free_port(controller_address)
+    (here / "slurm.conf").write_text(config(state, here, controller_address, dbd_port))
+    slurm["slurmdbd"] = slurmdbd.start_slurmdbd(here, environment(state), controller_address,
+                                                db_port, password, dbd_port)
+    slurmdbd.register_cluster(environment(state), CLUSTER, here / "slurmdbd.log")
     slurm["slurmctld"] = start_slurmctld(state, here)
     for host in state["hosts"]:
         slurm["slurmd"][host["name"]] = start_slurmd(state, here, host)
@@ -53,10 +64,10 @@ def up(state, controller_address):
     return slurm
 
 
-def config(state, here, controller_address):
+def config(state, here, controller_address, dbd_port):
     cpus = max(1, int(round(state["vcpus"])))
     lines = [
-        "ClusterName=dlbench",
+        "ClusterName=%s" % CLUSTER,
         # slurmctld accepts only the host it is named for: this machine's short name
         "SlurmctldHost=%s(%s)" % (socket.gethostname().split(".")[0], controller_address),
         "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
@@ -68,11 +79,10 @@ def config(state, here, controller_address):
         "SlurmdLogFile=%s/slurmd-%%n.log" % here,
         # no cgroup plugins: each host's cgroups are the emulated cluster's own
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
-        "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
         "MpiDefault=none", "MailProg=/bin/true", "ReturnToService=2", "SlurmdTimeout=30",
         "KillWait=5",
-    ]
+    ] + slurmdbd.config_lines(here, controller_address, dbd_port)
     lines += ["NodeName=%s NodeAddr=%s CPUs=%d RealMemory=%d State=UNKNOWN"
               % (h["name"], h["address"], cpus, state["memory_mb"]) for h in state["hosts"]]
     lines.append("PartitionName=%s Nodes=ALL Default=YES MaxTime=INFINITE State=UP" % PARTITION)
@@ -155,8 +165,8 @@ def wait_idle(state, names):
 def down(state):
     """Stop every daemon this module started, by its recorded pid (TERM, then KILL)."""
     slurm = state.get("slurm") or {}
-    pids = list((slurm.get("slurmd") or {}).values()) + [slurm.get("slurmctld"),
-                                                         slurm.get("munged")]
+    pids = list((slurm.get("slurmd") or {}).values()) + [
+        slurm.get(name) for name in ("slurmctld", "slurmdbd", "mariadbd", "munged")]
     for pid in [p for p in pids if p]:
         stop(pid)
 
