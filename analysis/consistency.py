@@ -8,6 +8,10 @@ fails is a warning with its figures, never a silent pass.
   operators_per_worker  a worker's compute operators per step cannot exceed its profiled step
   bytes_vs_bound        the bytes a node sent per step cannot be fewer than the placement of
                         the roles requires (analysis/network.py bound_bytes)
+  memory_vs_slurm       Slurm's MaxRSS of a role's job step (sacct) cannot lie far above the
+                        sampler's peak: both sample, and a sampled maximum never exceeds the
+                        true one, so Slurm seeing more means the sampler missed memory (a
+                        slower Slurm sampling may see less: no lower limit)
 """
 import math
 
@@ -25,7 +29,9 @@ LIMITS = {"fig3_vs_breakdown": (0.999, 1.001), "wall_vs_timers": (0.85, 1.15),
           "forward_vs_profile": (0.5, 2.0), "backward_vs_profile": (0.5, 2.0),
           "operators_per_worker": (0.0, 1.05),
           # counters may miss a little (a step's tail after the last read): 2%
-          "bytes_vs_bound": (0.98, math.inf)}
+          "bytes_vs_bound": (0.98, math.inf),
+          # the step's own shells (setsid, bash: about 7 MB) count in Slurm's figure
+          "memory_vs_slurm": (0.0, 1.10)}
 
 
 def run_all(records, groups, table, manifest=None, net=None):
@@ -36,6 +42,7 @@ def run_all(records, groups, table, manifest=None, net=None):
         rows += profile_vs_calibration(table, groups) + operators_per_worker(table, records)
     if net is not None:
         rows += bytes_vs_bound(net)
+    rows += memory_vs_slurm(records)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -44,6 +51,24 @@ def bytes_vs_bound(net):
     return [check("bytes_vs_bound", r.benchmark, r.system, r.bytes_sent_per_step_mb,
                   r.bound_mb_per_step) for r in net.itertuples()
             if r.bytes_sent_per_step_mb == r.bytes_sent_per_step_mb and r.bound_mb_per_step > 0]
+
+
+def memory_vs_slurm(records):
+    """Per benchmark and system-mode, the process whose Slurm MaxRSS lies furthest above its
+    sampled peak (records of runs through Slurm with accounting; none otherwise)."""
+    if "slurm_step" not in records:
+        return []
+    keys = ["benchmark", "system", "cell_id", "node", "role", "rank"]
+    slurm = records[records.metric == "slurm_max_rss_mb"][keys + ["value"]]
+    peak = records[records.metric == "peak_rss_mb"][keys + ["value"]]
+    both = slurm.merge(peak, on=keys, suffixes=("_slurm", "_peak"))
+    both = both[both.value_peak > 0]
+    out = []
+    for (benchmark, system), rows in both.groupby(["benchmark", "system"]):
+        worst = rows.loc[(rows.value_slurm / rows.value_peak).idxmax()]
+        out.append(check("memory_vs_slurm", benchmark, system, worst.value_slurm,
+                         worst.value_peak))
+    return out
 
 
 def check(name, benchmark, system, value, against):

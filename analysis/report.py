@@ -274,7 +274,9 @@ def consistency_section(out, records, groups, table, manifest, net=None):
                     "operator time against the calibrated forward and backward, per system-mode; "
                     "each operator table per worker (a worker's compute operators cannot take "
                     "longer than its profiled step); the bytes each node sent per step against "
-                    "the fewest the placement of the roles allows. %d of %d checks pass."
+                    "the fewest the placement of the roles allows; where the roles ran as Slurm "
+                    "job steps with accounting, Slurm's MaxRSS of each step against the "
+                    "sampler's peak. %d of %d checks pass."
                     % (len(checks) - len(failed), len(checks)))]
     if len(failed):
         blocks.append(("p", "**Warning**: %d check(s) failed; the figures are below. Where "

@@ -9,6 +9,7 @@ from pathlib import Path
 import registry
 
 from . import runfolder
+from .clusters import sacct
 from .errors import UserError
 from .paths import REPO
 from .runfolder import RunFolder, read_json
@@ -63,6 +64,13 @@ def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
         "systems": registry.for_manifest(c.system for c in cells),
         "started": time.time(),
     })
+
+
+def keep_slurm_accounting(path):
+    """<cell>/sacct.txt for every cell of the run whose roles were job steps; says so."""
+    line = sacct.keep(path, [c["id"] for c in RunFolder(path).manifest().get("cells", [])])
+    if line:
+        print(line, flush=True)
 
 
 def finish_manifest(path, nodes):
@@ -134,8 +142,9 @@ def build_records(path):
                             value=1.0 if status["status"] == "succeeded" else 0.0, unit="ok",
                             status=status["status"], reason=status.get("reason", ""),
                             warning=status.get("warning", "")))
+        slurm_rows = sacct.kept(path / cell["id"])
         for result_file in sorted((path / cell["id"]).glob("*/*/result.json")):
-            records.extend(_process_records(base, result_file))
+            records.extend(_process_records(base, result_file, slurm_rows))
         records.extend(_profile_records(base, path / cell["id"]))
     run.write_records(records)
     return records
@@ -187,7 +196,7 @@ def _profile_records(base, cell_path):
     return out
 
 
-def _process_records(base, result_file):
+def _process_records(base, result_file, slurm_rows):
     result = read_json(result_file)
     if not result:
         return []
@@ -210,6 +219,10 @@ def _process_records(base, result_file):
                          ("startup_seconds", "s"), ("execution_seconds", "s")):
         if result.get(metric) is not None:
             out.append(dict(rec, metric=metric, value=result[metric], unit=unit))
+    if rec.get("slurm_step") in slurm_rows:  # Slurm's own figures for the step (sacct)
+        state, figures = sacct.records(slurm_rows[rec["slurm_step"]])
+        out += [dict(rec, metric=m, value=v, unit=u, source="sacct", slurm_state=state)
+                for m, v, u in figures]
     if result.get("step_samples"):  # the measured steps, for the analysis's bootstrap
         out.append(dict(rec, metric="step_samples", value=len(result["step_samples"]),
                         unit="steps", samples=result["step_samples"],

@@ -188,6 +188,7 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
         raise
     finally:
         interrupts.restore()
+        collect.keep_slurm_accounting(path)
         collect.finish_manifest(path, nodes)
         collect.build_records(path)
         for node in nodes:
@@ -283,6 +284,7 @@ def collect_run(inventory_name, results, run_id=None):
     for status in run.statuses():
         if status.get("processes"):
             fetched += collect.fetch_cell(path, status, nodes)
+    collect.keep_slurm_accounting(path)
     collect.finish_manifest(path, nodes)
     records = collect.build_records(path)
     print("collected %s: %d files, %d records -> %s"

@@ -71,3 +71,65 @@ def test_the_batch_script_starts_the_run_once_and_resumes_it_after(tmp_path):
         assert "--timeout 300" in line and "--fail-fast" in line and line.endswith(
             "--run batch1")
     assert "if [ -f %s ]" % (tmp_path / "batch1" / "manifest.json") in script
+
+
+# --- Slurm's accounting (sacct) in the records ---------------------------------------------
+
+@pytest.mark.parametrize("text, seconds", [
+    ("00:00:02", 2.0), ("00:00.326", 0.326), ("01:02:03", 3723.0), ("1-00:00:10", 86410.0),
+    ("", None), ("INVALID", None)])
+def test_slurm_durations_are_read_as_seconds(text, seconds):
+    from harness.clusters import sacct
+    assert sacct.seconds(text) == (pytest.approx(seconds) if seconds is not None else None)
+
+
+def test_sacct_rows_become_records_beside_psutils(tmp_path):
+    """A cell whose two roles were job steps 7.1 and 7.2: their sacct lines become
+    slurm_elapsed_s, slurm_cpu_s and slurm_max_rss_mb records (MaxRSS in MiB, as psutil's);
+    a step with no figures gives none; a process Slurm did not run gets no Slurm record."""
+    import json
+    from harness import collect
+    from harness.clusters import sacct
+    from harness.runfolder import CellStatus, RunFolder
+    cell = tmp_path / "c1"
+    for node, role, step in (("node1", "worker-0", "7.1"), ("node2", "worker-1", "7.2"),
+                             ("node3", "worker-2", "")):
+        folder = cell / node / role
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({
+            "config": {"node": node, "role": "worker", "rank": int(role[-1])},
+            "peak_rss_mb": 300.0}))
+        if step:
+            (folder / sacct.STEP_FILE).write_text(step + "\n")
+    assert sorted(sacct.steps(cell)) == ["7.1", "7.2"]
+    (cell / sacct.FILE).write_text(
+        "JobID|JobName|NodeList|State|ExitCode|Elapsed|TotalCPU|MaxRSS\n"
+        "7.1|dlbench-role|node1|CANCELLED|0:15|00:01:05|01:02.500|307200K\n"
+        "7.2|dlbench-role|node2|COMPLETED|0:0|00:00:30|00:10.000|\n")
+    RunFolder(tmp_path).write_manifest({"run_id": "r", "cells": [{"id": "c1"}]})
+    RunFolder(tmp_path).save_status(CellStatus("c1", status="succeeded"), 0.0)
+    got = {(r["node"], r["metric"]): (r["value"], r.get("slurm_state"))
+           for r in collect.build_records(tmp_path) if r.get("source") == "sacct"}
+    assert got == {("node1", "slurm_elapsed_s"): (65.0, "CANCELLED"),
+                   ("node1", "slurm_cpu_s"): (62.5, "CANCELLED"),
+                   ("node1", "slurm_max_rss_mb"): (300.0, "CANCELLED"),
+                   ("node2", "slurm_elapsed_s"): (30.0, "COMPLETED"),
+                   ("node2", "slurm_cpu_s"): (10.0, "COMPLETED")}
+
+
+def test_a_cluster_without_accounting_is_said_so(tmp_path, monkeypatch):
+    """sacct failing (no slurmdbd) is a line in the output, not silence, and no file."""
+    from harness.clusters import sacct
+    folder = tmp_path / "c1" / "node1" / "worker-0"
+    folder.mkdir(parents=True)
+    (folder / sacct.STEP_FILE).write_text("7.1\n")
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "sacct"
+    fake.write_text("#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (fake.parent, __import__("os").environ["PATH"]))
+    line = sacct.keep(tmp_path, ["c1"], wait=0)
+    assert "accounting storage is disabled" in line and "no Slurm figures" in line
+    assert not (tmp_path / "c1" / sacct.FILE).exists()
+    assert sacct.keep(tmp_path, ["c2"]) is None  # no job step in the cell: nothing to say

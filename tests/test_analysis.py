@@ -140,6 +140,26 @@ def test_fewer_bytes_than_the_bound_is_flagged_as_a_measurement_error():
     assert checks[1]["ratio"] == pytest.approx(40.0 / 59.67)
 
 
+def test_slurm_seeing_more_memory_than_the_sampler_is_flagged():
+    """Per system-mode the worst process: pytorch-sync's worker 1 with Slurm's 300 MB against
+    the sampler's 200 (1.5) fails, though its worker 0 (1.02) passes; mxnet-sync's 90 against
+    100 passes (Slurm may sample less often and see less); a run without Slurm: no check."""
+    from analysis import consistency
+    rows = []
+    for system, rank, slurm, peak in (("pytorch-sync", 0, 204.0, 200.0),
+                                      ("pytorch-sync", 1, 300.0, 200.0),
+                                      ("mxnet-sync", 0, 90.0, 100.0)):
+        key = dict(benchmark="b", system=system, cell_id=system, node="node%d" % (rank + 1),
+                   role="worker", rank=rank, slurm_step="7.%d" % rank)
+        rows += [dict(key, metric="slurm_max_rss_mb", value=slurm),
+                 dict(key, metric="peak_rss_mb", value=peak)]
+    checks = {c["system"]: c for c in consistency.memory_vs_slurm(pd.DataFrame(rows))}
+    assert checks["pytorch-sync"]["ratio"] == pytest.approx(1.5)
+    assert not checks["pytorch-sync"]["ok"] and checks["mxnet-sync"]["ok"]
+    plain = pd.DataFrame([dict(r, slurm_step=None) for r in rows if r["metric"] == "peak_rss_mb"])
+    assert consistency.memory_vs_slurm(plain.drop(columns="slurm_step")) == []
+
+
 def test_missing_and_failed_cells_are_reported_not_dropped(tmp_path):
     cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 10.0),
              fixtures.cell("lenet5-cifar10", "mxnet-sync", 10.0, status="failed")]

@@ -24,6 +24,7 @@ pytestmark = [
     pytest.mark.skipif(not INSTALLED and not os.environ.get("DLBENCH_CI"),
                        reason="Slurm is not installed (apt-get install slurm-wlm munge)"),
 ]
+WORKDIR = Path("~/.cache/dlbench/netns").expanduser()  # the hosts' workdirs, on this machine
 
 
 @pytest.fixture(scope="module")
@@ -65,22 +66,38 @@ def allocation(with_slurm):
         subprocess.run(["scancel", job], env=env, timeout=30)
 
 
-def test_the_smoke_matrix_runs_as_job_steps_of_the_allocation(allocation, tmp_path):
-    """Provisioned over SSH (netns), run through Slurm: every role a job step, recorded."""
-    invoke("provision", "--inventory", "netns")
+def test_provisioned_and_run_through_slurm_with_sacct_for_every_step(allocation, tmp_path):
+    """Provisioned through job steps (the slurm connection: no SSH), then the smoke matrix
+    run through Slurm: every role a job step, recorded, and Slurm's accounting of each step
+    (sacct) kept beside the cell and in the records."""
+    out = invoke("provision", "--inventory", "netns-slurm", env=allocation).stdout
+    job = allocation["SLURM_JOB_ID"]
+    assert "through Slurm job steps (srun --overlap in allocation %s" % job in out
+    assert "changed=" in out and "over 3 nodes" in out
+    for name in ("node1", "node2", "node3"):  # each node's facts, gathered on that node
+        facts = json.loads((WORKDIR / name / "facts.json").read_text())
+        assert (facts["node"], facts["provisioned_through"]) == (name, "slurm")
     out = invoke("bench", "--inventory", "netns-slurm", "--results", str(tmp_path),
                  env=allocation).stdout
     assert "5 succeeded, 0 failed" in out
+    assert re.search(r"sacct: (\d+) job step\(s\) of 5 cell\(s\) kept", out), out[-2000:]
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
     steps = {(r["cell_id"], r["node"], r["role"], r["rank"]): r.get("slurm_step")
              for r in records if r["metric"] == "peak_rss_mb"}
-    job = allocation["SLURM_JOB_ID"]
     assert steps and all(s and s.startswith(job + ".") for s in steps.values())
     assert len(set(steps.values())) == len(steps)  # one job step per role
     left = subprocess.run(["squeue", "-h", "-s", "-j", job], capture_output=True, text=True,
                           env=allocation).stdout.split()
     assert left == []  # no step outlives its cell
+    for cell in {c for c, _, _, _ in steps}:
+        table = (run / cell / "sacct.txt").read_text()
+        print("\nSACCT %s\n%s" % (cell, table))  # pytest -s: the closing note's figures
+        assert {s for (c, _, _, _), s in steps.items() if c == cell} <= set(
+            line.split("|")[0] for line in table.splitlines())
+    slurm_rss = {(r["cell_id"], r["node"], r["role"], r["rank"]): r["value"]
+                 for r in records if r["metric"] == "slurm_max_rss_mb"}
+    assert set(slurm_rss) == set(steps)  # Slurm measured every role's memory
 
 
 def test_outside_an_allocation_the_slurm_inventory_says_how_to_get_one(with_slurm):
@@ -127,7 +144,6 @@ def test_a_batch_script_runs_the_plan_and_resubmitted_resumes_it(with_slurm, tmp
 # --- faults: each ends as a failed cell within the bound, or a clear error before the start -
 
 DETECTION_BOUND = 10.0
-WORKDIR = Path("~/.cache/dlbench/netns").expanduser()  # the hosts' workdirs, on this machine
 
 
 @pytest.fixture
