@@ -219,6 +219,20 @@ def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=
     faults.benchmark(o.inventory, o.stack, o.results, systems, commands.check_positive("steps", steps))
 
 
+@task(name="slurm-bench", help={"stack": COMMON["stack"],
+                                "repeats": "smoke runs each way, interleaved [2]",
+                                "systems": "comma-separated subset [all five]",
+                                "results": "results folder [invoke.yaml: results]"})
+@_user_errors
+def slurm_bench(c, stack=None, repeats=2, systems=None, results=None):
+    """Benchmark (root, `cluster.up --slurm`): the smoke matrix on the emulated hosts over SSH
+    and through Slurm job steps, interleaved; per system-mode the cell's wall time each way."""
+    from harness import commands
+    from selfcheck import launchers
+    o = _options(c, stack=stack, results=results)
+    launchers.run(o.stack, o.results, commands.check_positive("repeats", repeats), systems)
+
+
 @task(name="analysis-bench", help={"repeats": "repeats of each of the 30 cells [3]",
                                    "hours": "hours of 1 Hz memory log per process [1]"})
 def analysis_bench(c, repeats=3, hours=1.0):
@@ -305,5 +319,5 @@ def cluster_status(c):
 
 ns = Collection(provision, bench, estimate, collect, analyze, compare, reproduce, overhead,
                 crosscheck, verdict_check, artifact,
-                analysis_bench, fault_bench, stack_envs)
+                analysis_bench, fault_bench, slurm_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))
