@@ -1,8 +1,10 @@
 """`invoke slurm-bench`: what launching through Slurm costs. The smoke matrix on the emulated
 hosts over SSH (inventory netns) and through Slurm job steps (netns-slurm, one allocation),
 interleaved (SSH, Slurm, then Slurm, SSH, ...) so that the machine's drift falls on both. Per
-system-mode: the median wall seconds of its cell each way and their ratio; then the runs'
-wall times. A benchmark that prints figures: nothing here asserts them."""
+system-mode: the median wall seconds of its cell each way and their ratio, and the median
+steady step of its workers each way (the measured quantity, which the route should not move);
+then the runs' wall times. A benchmark that prints figures: nothing here asserts them."""
+import json
 import os
 import statistics
 from pathlib import Path
@@ -41,13 +43,18 @@ def run(stack_name, results, repeats=2, systems=None):
 def table(runs):
     """runs: {route: [run folder, ...]} -> the printed table's lines."""
     cells = {route: cell_seconds(paths) for route, paths in runs.items()}
+    steps = {route: steady_steps(paths) for route, paths in runs.items()}
     systems = sorted((set(cells["ssh"]) | set(cells["slurm"])) - {"all cells"})
-    lines = ["| system-mode | SSH s (median) | Slurm s (median) | Slurm / SSH |",
-             "|---|---|---|---|"]
+    lines = ["| system-mode | cell s, SSH | cell s, Slurm | Slurm / SSH | steady step ms, SSH "
+             "(min-max) | steady step ms, Slurm (min-max) |", "|---|---|---|---|---|---|"]
     for system in systems + ["all cells"]:
         ssh, through = _median(cells["ssh"], system), _median(cells["slurm"], system)
         ratio = "%.2f" % (through / ssh) if ssh and through else "-"
-        lines.append("| %s | %s | %s | %s |" % (system, _fmt(ssh), _fmt(through), ratio))
+        step_ms = [_spread(steps[r].get(system), 1000.0) for r in ("ssh", "slurm")]
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (system, _fmt(ssh), _fmt(through),
+                                                         ratio, *step_ms))
+    lines.append("(medians over the runs, and over every worker for the steps; a cell's time "
+                 "runs from its launch to its last process stopped)")
     walls = {route: [_wall(p) for p in paths] for route, paths in runs.items()}
     lines.append("")
     lines.append("run wall time: SSH %s s, Slurm %s s (each run: its cells, pre-flight, "
@@ -69,6 +76,17 @@ def cell_seconds(paths):
     return found
 
 
+def steady_steps(paths):
+    """{system-mode: [each worker's steady wall step (s)]} over the runs' records."""
+    found = {}
+    for path in paths:
+        for line in RunFolder(path).records_path.read_text().splitlines():
+            record = json.loads(line)
+            if record["metric"] == "wall_step" and record["role"] in ("worker", "chief"):
+                found.setdefault(record["system"], []).append(record["value"])
+    return found
+
+
 def _median(cells, system):
     values = cells.get(system) or []
     return statistics.median(values) if values else None
@@ -77,6 +95,13 @@ def _median(cells, system):
 def _wall(path):
     manifest = RunFolder(path).manifest()
     return (manifest.get("ended") or 0) - (manifest.get("started") or 0)
+
+
+def _spread(values, scale):
+    if not values:
+        return "-"
+    return "%.1f (%.1f-%.1f)" % (statistics.median(values) * scale, min(values) * scale,
+                                 max(values) * scale)
 
 
 def _fmt(value):

@@ -42,6 +42,26 @@ def test_no_job_id_is_named(tmp_path, monkeypatch):
         inventory.load(str(path))
 
 
+def test_collect_outside_the_allocation_reads_the_recorded_hosts_as_files(tmp_path,
+                                                                         monkeypatch):
+    """A batch run collected after its job ended: the hosts its manifest recorded, read here
+    (Slurm's shared filesystem); inside an allocation the inventory would ask Slurm."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    path = tmp_path / "slurm.yml"
+    path.write_text("all:\n  vars:\n    ansible_connection: slurm\n    cluster_interface: eth0\n"
+                    "    workdir: ~/w/{host}\n    env_root: ~/e\n    base_port: 29500\n")
+    recorded = [{"name": "c1", "address": "10.0.0.1", "connection": "slurm",
+                 "cluster_interface": "eth0", "vcpus": 4, "workdir": "~/w/c1",
+                 "base_port": 29500, "cpus": ""}]
+    inv = inventory.for_collect(str(path), {"inventory": {"hosts": recorded}})
+    (host,) = inv.hosts
+    assert (host.name, host.connection, host.workdir, host.env_root) == ("c1", "local",
+                                                                       "~/w/c1", "~/e")
+    with pytest.raises(UserError, match="names no hosts"):
+        inventory.for_collect(str(path), {})
+    assert inventory.for_collect("local", {}).hosts[0].connection == "local"  # loaded as is
+
+
 # --- from outside an allocation: --partition and --sbatch ---------------------------------
 
 def test_the_time_limit_is_the_plans_estimate_with_a_margin_and_timeouts_for_the_unknown():
@@ -133,3 +153,25 @@ def test_a_cluster_without_accounting_is_said_so(tmp_path, monkeypatch):
     assert "accounting storage is disabled" in line and "no Slurm figures" in line
     assert not (tmp_path / "c1" / sacct.FILE).exists()
     assert sacct.keep(tmp_path, ["c2"]) is None  # no job step in the cell: nothing to say
+
+
+def test_slurm_bench_table_compares_cells_and_steps_each_way(tmp_path):
+    """Two runs each way with known cell times and steps: medians, the ratio, the spread."""
+    from harness.runfolder import CellStatus, RunFolder
+    from selfcheck import launchers
+
+    def run(name, seconds, step):
+        folder = RunFolder(tmp_path / name)
+        folder.write_manifest({"started": 100.0, "ended": 100.0 + seconds + 5})
+        folder.save_status(CellStatus("c1", status="succeeded", seconds=seconds,
+                                      settings={"system": "pytorch-sync"}), 0.0)
+        folder.write_records([{"metric": "wall_step", "role": "worker", "system": "pytorch-sync",
+                               "value": step}])
+        return folder.path
+    runs = {"ssh": [run("s0", 10.0, 0.020), run("s1", 14.0, 0.030)],
+            "slurm": [run("t0", 9.0, 0.021), run("t1", 9.0, 0.019)]}
+    lines = launchers.table(runs)
+    row = [l for l in lines if l.startswith("| pytorch-sync")][0]
+    assert row == "| pytorch-sync | 12.0 | 9.0 | 0.75 | 25.0 (20.0-30.0) | 20.0 (19.0-21.0) |"
+    assert "| all cells | 12.0 | 9.0 | 0.75 |" in "\n".join(lines)
+    assert lines[-1].startswith("run wall time: SSH 15, 19 s, Slurm 14, 14 s")
