@@ -278,9 +278,9 @@ def _dry_run(cells, run_id, nodes, stack, expected):
 def collect_run(inventory_name, results, run_id=None):
     path = collect.run_dir(results, run_id)
     collect.check_format(path)
-    nodes = nodes_mod.connect_all(inventory.load(inventory_name))
-    fetched = 0
     run = RunFolder(path)
+    nodes = nodes_mod.connect_all(inventory.for_collect(inventory_name, run.manifest()))
+    fetched = 0
     for status in run.statuses():
         if status.get("processes"):
             fetched += collect.fetch_cell(path, status, nodes)

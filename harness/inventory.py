@@ -117,6 +117,26 @@ def load(name_or_path):
     return Inventory(name=path.stem, path=path, hosts=hosts)
 
 
+def for_collect(name_or_path, manifest):
+    """The nodes to collect a run from. A Slurm run collected outside an allocation (a batch
+    job that has ended): the hosts the run recorded, their workdirs read here as files, on
+    the filesystem a Slurm cluster's nodes share with its login node (inventory/slurm.yml)."""
+    path = resolve(name_or_path)
+    data = _read_yaml(path, "inventory") or {}
+    vars_ = ((data.get("all") or {}).get("vars") or {}) if isinstance(data, dict) else {}
+    if vars_.get("ansible_connection") != "slurm" or os.environ.get("SLURM_JOB_ID"):
+        return load(name_or_path)
+    recorded = (manifest.get("inventory") or {}).get("hosts") or []
+    if not recorded:
+        raise UserError("the run names no hosts to collect from", "run `invoke collect` "
+                        "inside the allocation that ran it (SLURM_JOB_ID set)")
+    hosts = [Host(**dict(h, connection="local", env_root=str(vars_.get("env_root", ""))))
+             for h in recorded]
+    print("no Slurm allocation: reading the %d nodes' workdirs on the shared filesystem"
+          % len(hosts), flush=True)
+    return Inventory(name=path.stem, path=path, hosts=hosts)
+
+
 def size_local(raw_hosts, cpus):
     """`vcpus: auto` and `cpus: auto` on the nodes run on this machine (connection local):
     each gets the machine's CPUs shared out, up to the paper's 4, and, where there are

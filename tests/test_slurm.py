@@ -40,6 +40,10 @@ def test_every_host_is_an_idle_slurm_node(with_slurm):
     names = [h["name"] for h in with_slurm["hosts"]]
     assert slurm.node_states(with_slurm) == {n: "idle" for n in names}
     assert "slurm idle" in invoke("cluster.status").stdout
+    clusters = subprocess.run(["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"],
+                              capture_output=True, text=True, timeout=30,
+                              env=slurm.environment(with_slurm))
+    assert clusters.stdout.split() == [slurm.CLUSTER], clusters.stderr  # accounting answers
 
 
 def test_a_job_step_runs_in_each_hosts_namespace_and_cgroup(with_slurm):
@@ -135,6 +139,10 @@ def test_a_batch_script_runs_the_plan_and_resubmitted_resumes_it(with_slurm, tmp
     assert "1 succeeded, 0 failed" in log.read_text(), log.read_text()[-3000:]
     (status,) = _status(tmp_path, "batch").values()
     assert status["status"] == "succeeded"
+    out = invoke("collect", "--inventory", "netns-slurm", "--run", "batch", "--results",
+                 str(tmp_path), env=env).stdout  # the allocation is over: shared filesystem
+    assert "reading the 3 nodes' workdirs on the shared filesystem" in out
+    assert "sacct: 3 job step(s) of 1 cell(s) kept" in out and "collected batch" in out
     again = subprocess.run(["sbatch", str(tmp_path / "batch.sbatch")], capture_output=True,
                            text=True, env=env, timeout=60)
     _wait_for_job(re.search(r"job (\d+)", again.stdout).group(1), env)
@@ -301,7 +309,8 @@ def test_a_controller_that_does_not_answer_is_a_clear_error_before_the_start(all
 
 def test_down_stops_every_slurm_daemon_it_started(with_slurm):
     recorded = with_slurm["slurm"]
-    pids = [recorded["munged"], recorded["slurmctld"]] + list(recorded["slurmd"].values())
+    pids = [recorded[name] for name in ("munged", "mariadbd", "slurmdbd", "slurmctld")]
+    pids += list(recorded["slurmd"].values())
     invoke("cluster.down")
     alive = [p for p in pids if Path("/proc/%d" % p).exists()
              and Path("/proc/%d/stat" % p).read_text().split(")")[-1].split()[0] != "Z"]
