@@ -102,8 +102,8 @@ def route(inv):
     if connections == ["slurm"]:
         return ("through Slurm job steps (srun --overlap in allocation %s; "
                 "playbooks/connection_plugins/slurm.py)" % inv.hosts[0].vars["slurm_job"])
-    return "over %s" % " and ".join({"ssh": "SSH", "local": "local processes"}[c]
-                                    for c in connections)
+    words = {"ssh": "SSH", "local": "local processes"}
+    return "over %s" % " and ".join(words.get(c, c) for c in connections)
 
 
 def ansible_inventory(inv):

@@ -175,3 +175,30 @@ def test_slurm_bench_table_compares_cells_and_steps_each_way(tmp_path):
     assert row == "| pytorch-sync | 12.0 | 9.0 | 0.75 | 25.0 (20.0-30.0) | 20.0 (19.0-21.0) |"
     assert "| all cells | 12.0 | 9.0 | 0.75 |" in "\n".join(lines)
     assert lines[-1].startswith("run wall time: SSH 15, 19 s, Slurm 14, 14 s")
+
+
+def test_ansible_gets_the_allocations_nodes_written_out(tmp_path, monkeypatch):
+    """inventory/slurm.yml lists no hosts: provisioning hands Ansible the allocation's nodes,
+    each with the variables the harness resolved ({host} filled in), in the `nodes` group the
+    playbook plays on, reached by the slurm connection with modules piped; an SSH inventory
+    is passed as it is."""
+    import json
+    from harness import provision
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
+    path = tmp_path / "slurm.yml"
+    path.write_text("all:\n  vars:\n    ansible_connection: slurm\n    cluster_interface: ib0\n"
+                    "    workdir: ~/w/{host}\n    env_root: ~/e\n    base_port: 29500\n"
+                    "    vcpus: 4\n")
+    monkeypatch.setattr(allocation, "hosts", lambda p, v: [
+        (n, dict(v, address="10.0.0.%d" % i, slurm_job="42",
+                 workdir=v["workdir"].replace("{host}", n))) for i, n in ((1, "c1"), (2, "c2"))])
+    inv = inventory.load(str(path))
+    written = provision.ansible_inventory(inv)
+    hosts = json.loads(written.read_text())["all"]["children"]["nodes"]["hosts"]
+    assert sorted(hosts) == ["c1", "c2"]
+    assert hosts["c2"]["workdir"] == "~/w/c2" and hosts["c2"]["ansible_connection"] == "slurm"
+    assert hosts["c1"]["slurm_job"] == "42" and hosts["c1"]["ansible_pipelining"] is True
+    assert "through Slurm job steps (srun --overlap in allocation 42" in provision.route(inv)
+    local = inventory.load("local")
+    assert provision.ansible_inventory(local) == local.path
+    assert provision.route(local) == "over local processes"
