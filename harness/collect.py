@@ -204,7 +204,7 @@ def _process_records(base, result_file, slurm_rows):
     rec = dict(base, node=config.get("node"), role=config.get("role"), rank=config.get("rank"),
                versions=result.get("versions"), status=result.get("status"),
                sharing=config.get("sharing"), threads=config.get("threads"))
-    step = result_file.with_name("slurm_step")  # the job step that ran it (--inventory slurm)
+    step = result_file.with_name(sacct.STEP_FILE)  # the job step that ran it (Slurm runs)
     if step.is_file():
         rec["slurm_step"] = step.read_text().strip()
     summary = result.get("summary") or {}
