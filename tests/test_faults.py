@@ -101,7 +101,10 @@ def test_a_worker_lost_in_the_profiled_steps_keeps_the_cells_timing(provisioned,
     assert killer.killed_at, bench.stdout
     status = runfolder.read_json(tmp_path / run_id / cell.id / "status.json")
     assert status["status"] == "succeeded", status
-    assert status["warning"].startswith("operator profile incomplete: node2/worker-1"), status
+    # every death seen in the same poll names itself, in process order: the killed worker's
+    # peer may exit (1) in the round that sees the kill
+    assert status["warning"].startswith("operator profile incomplete: "), status
+    assert "node2/worker-1 exited with 137" in status["warning"], status
     assert status["detected"] - killer.killed_at < DETECTION_BOUND
     assert sum(len(p) for p in faults.strays(nodes, run_id).values()) == 0
     invoke("analyze", "--results", str(tmp_path), "--run", run_id)
