@@ -52,15 +52,17 @@ class Connection(ConnectionBase):
         self._connected = True
         return self
 
-    def _srun(self, command, stdin=None):
-        """One job step on the node running `command` (argv); returns (rc, stdout, stderr)."""
+    def _srun(self, command, data=None, source=None):
+        """One job step on the node running `command` (argv), fed `data` (bytes) or the open
+        file `source` on its standard input; returns (rc, stdout, stderr)."""
         argv = ["srun", "--jobid=%s" % self.get_option("job"), "--overlap", "--nodes=1",
                 "--ntasks=1", "--nodelist=%s" % self.get_option("node"), "--quiet",
                 "--job-name=dlbench-provision"] + command
         display.vvv("SLURM: %s" % " ".join(argv), host=self.get_option("node"))
         try:
-            done = subprocess.run(argv, input=stdin, capture_output=True,
-                                  stdin=None if stdin is not None else subprocess.DEVNULL,
+            done = subprocess.run(argv, input=data, capture_output=True,
+                                  stdin=None if data is not None else (source or
+                                                                       subprocess.DEVNULL),
                                   timeout=self.get_option("step_timeout"))
         except FileNotFoundError:
             raise AnsibleConnectionFailure("srun is not on PATH: run on a login node of the "
@@ -73,13 +75,13 @@ class Connection(ConnectionBase):
 
     def exec_command(self, cmd, in_data=None, sudoable=True):
         super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
-        return self._srun(["/bin/sh", "-c", to_text(cmd)], stdin=in_data)
+        return self._srun(["/bin/sh", "-c", to_text(cmd)], data=in_data)
 
     def put_file(self, in_path, out_path):
         super().put_file(in_path, out_path)
-        with open(to_bytes(in_path), "rb") as handle:
-            data = handle.read()
-        rc, _, err = self._srun(["/bin/sh", "-c", 'cat > "$0"', to_text(out_path)], stdin=data)
+        with open(to_bytes(in_path), "rb") as handle:  # streamed, not read into memory
+            rc, _, err = self._srun(["/bin/sh", "-c", 'cat > "$0"', to_text(out_path)],
+                                    source=handle)
         if rc != 0:
             raise AnsibleError("cannot write %s on %s through srun: %s"
                                % (out_path, self.get_option("node"), to_text(err)))
