@@ -375,6 +375,10 @@ def provenance(manifest):
                                           _when(manifest.get("ended"))),
              "- inventory `%s`: %d nodes" % (manifest.get("inventory", {}).get("name"),
                                              len(hosts))]
+    if any(h.get("connection") == "slurm" for h in hosts):
+        lines.append("- launched through Slurm: every role a job step (`srun --overlap`), named "
+                     "in its records (`slurm_step`); Slurm's account of each step in "
+                     "`<cell>/sacct.txt`")
     nodes = [[h["name"], h["address"], h["vcpus"]] + [(facts.get(h["name"]) or {}).get(k, "?")
              for k in ("cpu_model", "cpu_count", "memory_mb", "kernel", "os",
                        "provisioned_through")] for h in hosts]

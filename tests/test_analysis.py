@@ -424,3 +424,12 @@ def test_a_cell_stopped_at_the_ceiling_names_its_noisiest_process(tmp_path):
     (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     cells = tidy.cell_table(tidy.load_records(run / "records.jsonl"))
     assert cells.stop.iloc[0] == "+-8.0% (ceiling: node2/worker-1's later steps vary by 50% (CV))"
+
+
+def test_the_report_says_when_the_roles_ran_as_slurm_job_steps():
+    hosts = [{"name": "node1", "address": "10.0.0.1", "vcpus": 4, "connection": "slurm"}]
+    text = str(report.provenance({"inventory": {"name": "slurm", "hosts": hosts}}))
+    assert "launched through Slurm: every role a job step" in text
+    plain = str(report.provenance({"inventory": {"name": "local", "hosts": [
+        dict(hosts[0], connection="local")]}}))
+    assert "launched through Slurm" not in plain
