@@ -9,7 +9,6 @@ profiled steps, teardown), the cell is scaled to the planned steps:
 
 The verdict profile's planned steps are its ceiling: its estimate is an upper bound.
 """
-import json
 from dataclasses import dataclass
 
 from . import runfolder
@@ -40,7 +39,7 @@ def history(results, inventory_name, stack_name):
         if ((manifest.get("inventory") or {}).get("name") != inventory_name
                 or (manifest.get("stack") or {}).get("name") != stack_name):
             continue
-        timings = _timings(run.records_path)
+        timings = _timings(run)
         for status in run.statuses():
             settings = status.get("settings") or {}
             timing = timings.get(status.get("cell_id"))
@@ -94,14 +93,10 @@ def _runs(results):
             yield manifest, run
 
 
-def _timings(records_path):
+def _timings(run):
     """cell id -> {startup, wall_step, steps}: the slowest timing process's."""
-    out = {}
-    if not records_path.is_file():
-        return out
-    per = {}
-    for line in records_path.read_text().splitlines():
-        r = json.loads(line)
+    out, per = {}, {}
+    for r in run.records():
         if r.get("metric") in ("startup_seconds", "wall_step", "step_samples", "warmup_steps"):
             proc = (r["cell_id"], r.get("node"), r.get("role"), r.get("rank"))
             per.setdefault(proc, {})[r["metric"]] = r["value"]

@@ -100,6 +100,11 @@ class RunFolder:
     def manifest(self):
         return read_json(self.manifest_path, {})
 
+    def wall_seconds(self):
+        """From the run's start to its end, as its manifest records them."""
+        manifest = self.manifest()
+        return (manifest.get("ended") or 0) - (manifest.get("started") or 0)
+
     def write_manifest(self, manifest):
         self.path.mkdir(parents=True, exist_ok=True)
         write_json(self.manifest_path, manifest)
@@ -145,6 +150,14 @@ class RunFolder:
         tmp = self.records_path.with_name(RECORDS + ".tmp")
         tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
         tmp.replace(self.records_path)
+
+    def records(self):
+        """Each record of records.jsonl, in order (none where it is missing)."""
+        if not self.records_path.is_file():
+            return
+        for line in self.records_path.read_text().splitlines():
+            if line.strip():
+                yield json.loads(line)
 
     def require_records(self):
         if not self.records_path.is_file():

@@ -4,7 +4,6 @@ interleaved (SSH, Slurm, then Slurm, SSH, ...) so that the machine's drift falls
 system-mode: the median wall seconds of its cell each way and their ratio, and the median
 steady step of its workers each way (the measured quantity, which the route should not move);
 then the runs' wall times. A benchmark that prints figures: nothing here asserts them."""
-import json
 import os
 import statistics
 from pathlib import Path
@@ -55,7 +54,8 @@ def table(runs):
                                                          ratio, *step_ms))
     lines.append("(medians over the runs, and over every worker for the steps; a cell's time "
                  "runs from its launch to its last process stopped)")
-    walls = {route: [_wall(p) for p in paths] for route, paths in runs.items()}
+    walls = {route: [RunFolder(p).wall_seconds() for p in paths]
+             for route, paths in runs.items()}
     lines.append("")
     lines.append("run wall time: SSH %s s, Slurm %s s (each run: its cells, pre-flight, "
                  "fetching and records)" % (_list(walls["ssh"]), _list(walls["slurm"])))
@@ -80,8 +80,7 @@ def steady_steps(paths):
     """{system-mode: [each worker's steady wall step (s)]} over the runs' records."""
     found = {}
     for path in paths:
-        for line in RunFolder(path).records_path.read_text().splitlines():
-            record = json.loads(line)
+        for record in RunFolder(path).records():
             if record["metric"] == "wall_step" and record["role"] in ("worker", "chief"):
                 found.setdefault(record["system"], []).append(record["value"])
     return found
@@ -90,11 +89,6 @@ def steady_steps(paths):
 def _median(cells, system):
     values = cells.get(system) or []
     return statistics.median(values) if values else None
-
-
-def _wall(path):
-    manifest = RunFolder(path).manifest()
-    return (manifest.get("ended") or 0) - (manifest.get("started") or 0)
 
 
 def _spread(values, scale):

@@ -165,14 +165,11 @@ def goal(row):
 
 def walls(runs):
     """Wall time of one verdict pass over the system-modes against the full runs'."""
-    total = {name: sum(_wall(paths[name]) for paths in runs.values() if name in paths)
+    total = {name: sum(RunFolder(paths[name]).wall_seconds() for paths in runs.values()
+                       if name in paths)
              for name, _ in ORDER}
     return ("wall time: full runs %.0f s, verdict runs %.0f s before and %.0f s after "
             "(%.1f%% of the full runs' each on average)" % (
                 total["full"], total["before"], total["after"],
                 50 * (total["before"] + total["after"]) / max(total["full"], 1e-9)))
 
-
-def _wall(run_path):
-    manifest = RunFolder(run_path).manifest()
-    return (manifest.get("ended") or 0) - (manifest.get("started") or 0)
