@@ -57,6 +57,7 @@ class Inventory:
     name: str
     path: Path
     hosts: list
+    dropped: list = field(default_factory=list)  # listed nodes left out by `node_count: auto`
 
     def warnings(self):
         """Addresses on the public internet: the frameworks' servers (gRPC, Gloo, ps-lite)
@@ -72,6 +73,22 @@ class Inventory:
                            "without authentication: use a private cluster network"
                            % (host.name, host.address))
         return out
+
+    def layout(self):
+        """How the nodes on this machine were laid out, in words ("" for remote nodes):
+        provision and bench print it, the manifest keeps it."""
+        local = [h for h in self.hosts if h.connection == "local"]
+        if not local:
+            return ""
+        own = all(h.cpus for h in local)
+        text = "%d local node(s) x %d thread(s), %s" % (
+            len(local), local[0].vcpus, "each on CPUs of its own (%s)" % " | ".join(
+                h.cpus for h in local) if own else "sharing this machine's %d CPU(s)"
+            % len(os.sched_getaffinity(0)))
+        if self.dropped:
+            text += "; %s left out so that every node owns a CPU (inventory `node_count: auto`)" \
+                % ", ".join(self.dropped)
+        return text
 
     def host(self, name):
         for host in self.hosts:
@@ -111,10 +128,12 @@ def load(name_or_path):
     if not raw_hosts:
         raise UserError("inventory %s: no hosts under all.children.nodes.hosts or all.hosts" % path,
                         "list the benchmark nodes under all.children.nodes.hosts")
-    raw_hosts = size_local(raw_hosts, sorted(os.sched_getaffinity(0)))
-    hosts = [_host(path, name, values) for name, values in raw_hosts]
+    sized = size_local(raw_hosts, sorted(os.sched_getaffinity(0)))
+    hosts = [_host(path, name, values) for name, values in sized]
     _check_cluster(path, hosts)
-    return Inventory(name=path.stem, path=path, hosts=hosts)
+    kept = {name for name, _ in sized}
+    return Inventory(name=path.stem, path=path, hosts=hosts,
+                     dropped=[name for name, _ in raw_hosts if name not in kept])
 
 
 def for_collect(name_or_path, manifest):
@@ -141,7 +160,10 @@ def size_local(raw_hosts, cpus):
     """`vcpus: auto` and `cpus: auto` on the nodes run on this machine (connection local):
     each gets the machine's CPUs shared out, up to the paper's 4, and, where there are
     enough CPUs for every node, CPUs of its own (affinity); too few: no affinity, and the
-    report says the nodes share cores. A 16-core workstation gets 3 x 4 dedicated CPUs."""
+    report says the nodes share cores. A 16-core workstation gets 3 x 4 dedicated CPUs.
+    `node_count: auto` first keeps only as many local nodes as can own a CPU (at least 2, so a
+    2-CPU machine gets 2 nodes of 1 CPU each rather than 3 on 2 shared CPUs)."""
+    raw_hosts = own_core_layout(raw_hosts, len(cpus))
     local = [name for name, v in raw_hosts if v.get("ansible_connection", "ssh") == "local"]
     each = max(1, min(PAPER_VCPUS, len(cpus) // max(1, len(local))))
     out = []
@@ -153,6 +175,17 @@ def size_local(raw_hosts, cpus):
             v["cpus"] = _own_cpus(local.index(name), v["vcpus"], cpus, len(local))
         out.append((name, v))
     return out
+
+
+def own_core_layout(raw_hosts, cpu_count):
+    """The local nodes marked `node_count: auto`, cut to one per CPU where the machine has 2 or
+    more CPUs but fewer than the nodes listed; on 1 CPU no node can own one: all are kept."""
+    auto = [name for name, v in raw_hosts
+            if v.get("ansible_connection", "ssh") == "local" and v.get("node_count") == "auto"]
+    if cpu_count < 2 or len(auto) <= cpu_count:
+        return raw_hosts
+    dropped = set(auto[cpu_count:])
+    return [(name, v) for name, v in raw_hosts if name not in dropped]
 
 
 def _own_cpus(index, vcpus, cpus, nodes):

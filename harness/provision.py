@@ -78,10 +78,14 @@ def run(inventory_name, stack_name, profile, data=None, archive=None, check=Fals
     command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
                "-i", str(ansible_inventory(inv)), str(PLAYBOOKS / "provision.yml"),
                "-e", "@%s" % vars_file]
+    if inv.dropped:  # the file lists nodes that this machine's layout leaves out
+        command += ["--limit", ",".join(h.name for h in inv.hosts)]
     if check:
         command.append("--check")
     print("provisioning %d nodes of %s with stack %s %s" % (len(inv.hosts), inv.name,
                                                             stack.name, route(inv)), flush=True)
+    if inv.layout():
+        print("layout: %s" % inv.layout(), flush=True)
     began = time.monotonic()
     recap = _stream(command)
     missing = [h.name for h in inv.hosts if h.name not in recap]

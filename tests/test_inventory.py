@@ -1,4 +1,5 @@
 """Inventory validation: every bad field is named with its host and a fix."""
+import os
 import textwrap
 
 import pytest
@@ -47,12 +48,20 @@ def error_for(tmp_path, hosts_yaml, **kwargs):
     return str(caught.value)
 
 
-def test_shipped_local_inventory_is_valid():
+def test_shipped_local_inventories_are_valid():
+    """local: as many nodes as can own a CPU (2 or 3); local-shared: always 3, never pinned."""
+    cpus = len(os.sched_getaffinity(0))
     inv = inventory.load("local")
-    assert [h.name for h in inv.hosts] == ["node1", "node2", "node3"]
-    assert len({h.workdir for h in inv.hosts}) == 3
+    expected = 3 if cpus >= 3 or cpus == 1 else 2
+    assert [h.name for h in inv.hosts] == ["node1", "node2", "node3"][:expected]
+    assert len({h.workdir for h in inv.hosts}) == expected
     assert all(h.connection == "local" for h in inv.hosts)
     assert inv.hosts[0].env_root == "~/.cache/dlbench/envs"  # from group_vars/all.yml
+    assert all(h.cpus for h in inv.hosts) == (cpus >= 2)
+    shared = inventory.load("local-shared")
+    assert [h.name for h in shared.hosts] == ["node1", "node2", "node3"]
+    assert not any(h.cpus for h in shared.hosts) and shared.dropped == []
+    assert "sharing this machine's" in shared.layout()
 
 
 def test_two_good_hosts_load_in_file_order(tmp_path):
@@ -141,9 +150,31 @@ def test_the_example_cluster_inventory_is_valid_as_shipped():
     assert inv.warnings() == []
 
 
-def local_hosts(n=3):
-    return [("node%d" % i, {"ansible_connection": "local", "vcpus": "auto", "cpus": "auto"})
-            for i in range(1, n + 1)]
+def local_hosts(n=3, **extra):
+    return [("node%d" % i, dict({"ansible_connection": "local", "vcpus": "auto", "cpus": "auto"},
+                                **extra)) for i in range(1, n + 1)]
+
+
+@pytest.mark.parametrize("cpus, kept, vcpus, pinned", [
+    (16, 3, 4, ["0,1,2,3", "4,5,6,7", "8,9,10,11"]),   # the paper's layout
+    (3, 3, 1, ["0", "1", "2"]),                       # 3 nodes as soon as each can own a CPU
+    (2, 2, 1, ["0", "1"]),                            # this machine: 2 nodes of their own
+    (1, 3, 1, ["", "", ""]),                          # no node can own a CPU: all kept, shared
+])
+def test_node_count_auto_keeps_the_nodes_that_can_own_a_cpu(cpus, kept, vcpus, pinned):
+    sized = dict(inventory.size_local(local_hosts(node_count="auto"), list(range(cpus))))
+    assert list(sized) == ["node1", "node2", "node3"][:kept]
+    assert [v["vcpus"] for v in sized.values()] == [vcpus] * kept
+    assert [v["cpus"] for v in sized.values()] == pinned
+
+
+def test_the_layout_is_said_with_the_nodes_left_out(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    inv = inventory.load("local")
+    assert inv.dropped == ["node3"]
+    assert inv.layout() == ("2 local node(s) x 1 thread(s), each on CPUs of its own (0 | 1); "
+                            "node3 left out so that every node owns a CPU (inventory "
+                            "`node_count: auto`)")
 
 
 @pytest.mark.parametrize("cpus, vcpus, pinned", [

@@ -60,7 +60,7 @@ def test_unknown_names_are_clear():
 
 
 def render_local(cell):
-    inv = inventory.load("local")
+    inv = inventory.load("local-shared")
     return launch.prepare(cell, "run1", nodes.connect_all(inv), stacks.load("current"), SHARDS)
 
 
@@ -175,7 +175,7 @@ def test_hostile_paths_cannot_inject_commands(tmp_path, system):
 def test_a_node_with_cpus_of_its_own_runs_every_role_there(tmp_path):
     """The rendered script pins itself (and so the trainer it starts) to the node's CPUs:
     run its lines up to the trainer, then read the shell's allowed CPUs."""
-    inv = inventory.load("local")
+    inv = inventory.load("local-shared")
     for host in inv.hosts:
         host.cpus = "0"
     procs = launch.prepare(smoke_cell("pytorch-sync"), "run1", nodes.connect_all(inv),
@@ -195,7 +195,7 @@ def test_a_node_with_cpus_of_its_own_runs_every_role_there(tmp_path):
 def test_a_stacks_environment_wins_over_the_templates_defaults():
     """The paper stacks turn TF 2.5's oneDNN off (its default then; on, its first step died
     of SIGFPE here); the current stack keeps the template's pinned 1."""
-    inv = inventory.load("local")
+    inv = inventory.load("local-shared")
     cell = smoke_cell("tensorflow-sync")
     for stack, expect in (("paper-py39", "0"), ("paper", "0"), ("current", "1")):
         procs = launch.prepare(cell, "run1", nodes.connect_all(inv), stacks.load(stack), SHARDS)
