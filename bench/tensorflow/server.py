@@ -17,6 +17,22 @@ def on_term(signum, frame):
     STOP.append(time.time())
 
 
+# The fewest inter-op threads a server can make progress with: a closure's graph blocks one
+# inter-op thread in a receive while the op that feeds it waits for another. With a pool of
+# 1 (what TensorFlow takes by default on a node pinned to 1 CPU) the first closure never
+# ended: tensorflow-async hung in start-up on 2 nodes of 1 CPU each (docs/methodology.md).
+SERVER_INTEROP_MIN = 2
+
+
+def server_config(tf, config):
+    """The thread budget given to the gRPC server itself: tf.config.threading configures only
+    this process's eager context, not the graphs the server runs for the chief, which
+    otherwise size both pools from the CPUs the process may use."""
+    return tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=config["threads"],
+        inter_op_parallelism_threads=max(SERVER_INTEROP_MIN, config["interop_threads"]))
+
+
 def serve(config, sampler):
     import tensorflow as tf
     from bench.tensorflow.train import set_threads
@@ -24,7 +40,8 @@ def serve(config, sampler):
     spec = json.loads(os.environ["TF_CONFIG"])
     server = tf.distribute.Server(tf.train.ClusterSpec(spec["cluster"]),
                                   job_name=spec["task"]["type"],
-                                  task_index=spec["task"]["index"], protocol="grpc", start=True)
+                                  task_index=spec["task"]["index"], protocol="grpc", start=True,
+                                  config=server_config(tf, config))
     runner.log(config, "serving %s (%s)" % (server.target, spec["task"]["type"]))
     if config.get("profiler_port"):
         # the chief asks for a trace of its profiled steps (bench/tensorflow/profiling.py)
