@@ -199,7 +199,8 @@ def setup_section(bed):
                       for s in bed["steps"]["run"]) or "?"
     facts = ["nodes: %d (paper %d, %d vCPUs and %d MB each, one VM per node)"
              % (len(bed["nodes"]), paper["nodes"], paper["vcpus_per_node"],
-                paper["memory_mb_per_node"]),
+                paper["memory_mb_per_node"])] + (
+                 ["layout on this machine: %s" % bed["layout"]] if bed["layout"] else []) + [
              "nodes share cores: %s" % {True: "yes", False: "no", None: "unknown (no host "
                                         "facts)"}[bed["shares_cores"]],
              "link: %s (paper: %s)" % (bed["link"]["text"], paper["link"]),
@@ -212,6 +213,7 @@ def setup_section(bed):
               ("table", ["machine's nodes", "logical CPUs", "physical cores",
                          "compute threads given", "CPU affinity", "cores shared", "memory MB"],
                machines)]
+    blocks += contention_blocks(bed.get("contention"))
     if bed["deviations"]:
         blocks += [("p", "Deviations from the paper's setup (named beside each verdict):"),
                    ("list", ["**%s**: %s" % (d["key"], d["text"]) for d in bed["deviations"]])]
@@ -220,6 +222,25 @@ def setup_section(bed):
                             "they do not judge the frameworks. Every claim comparing "
                             "frameworks' times is marked not comparable."))
     return blocks
+
+
+def contention_blocks(probe):
+    """The contention probe's figures (harness/contention.py): sharing measured."""
+    if not probe:
+        return [("p", "Contention probe: not run (a run made before it existed): sharing is "
+                      "inferred from the inventory and the host facts only.")]
+    rows = [[name, "%.0f" % v["alone"], _num(v["together"], "%.0f"),
+             "-" if v["loss"] is None else "%+.1f%%" % (-100 * v["loss"]),
+             "-" if v["steal"] is None else "%.1f%%" % (100 * v["steal"])]
+            for name, v in sorted(probe["nodes"].items())]
+    return [("p", "Contention probe: a fixed CPU kernel with each node's thread budget, under "
+                  "its CPU affinity, %.1f s on each node alone, then on all nodes at once "
+                  "(medians of the rounds, in %s). A node slower by more than %.0f%% with the "
+                  "others running shares cores with them: %s."
+             % (probe["probe_seconds"], probe["unit"], 100 * probe["threshold"],
+                "some do, so the run counts as sharing cores" if probe["shared"]
+                else "none does")),
+            ("table", ["node", "alone", "all at once", "change", "steal time"], rows)]
 
 
 def loading_note(bed):

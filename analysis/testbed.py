@@ -24,11 +24,15 @@ def describe(manifest, paper=None):
     paper = paper or paper_setup()
     nodes = _nodes(manifest)
     machines = _machines(nodes)
+    probe = manifest.get("contention")
+    _apply_probe(machines, probe)
     setup = {"machines": machines, "nodes": nodes,
              "shares_cores": _any_flag(m["shared"] for m in machines),
              "link": _link(manifest), "versions": _versions(manifest, paper),
              "python": sorted(_pythons(manifest)), "data": _data(manifest),
-             "steps": _steps(manifest, paper), "paper": paper}
+             "steps": _steps(manifest, paper), "paper": paper,
+             "layout": (manifest.get("inventory") or {}).get("layout") or "",
+             "contention": probe}
     setup["deviations"] = deviations(setup, paper)
     return setup
 
@@ -75,6 +79,27 @@ def _machines(nodes):
                     "threads": threads, "memory_mb": members[0]["memory_mb"],
                     "pinned": all(n["cpus"] for n in members), "shared": shared})
     return out
+
+
+def slowed(probe):
+    """The nodes that lost more than the probe's threshold of their speed with the others
+    running (harness/contention.py): they share cores, whatever the inventory says."""
+    return sorted(name for name, v in ((probe or {}).get("nodes") or {}).items()
+                  if v.get("loss") is not None and v["loss"] > probe["threshold"])
+
+
+def _apply_probe(machines, probe):
+    """Sharing measured wins over sharing inferred where it finds sharing; where it finds
+    none, an inference of sharing (more threads than CPUs) stands."""
+    if not probe:
+        return
+    losing = set(slowed(probe))
+    for m in machines:
+        m["measured"] = bool(losing & set(m["nodes"]))
+        if m["measured"]:
+            m["shared"] = True
+        elif m["shared"] is None:
+            m["shared"] = False
 
 
 def _any_flag(flags):
@@ -153,8 +178,15 @@ def deviations(setup, paper):
     def add(key, text):
         out.append({"key": key, "text": text})
 
+    losing = slowed(setup.get("contention"))
+    if losing:
+        probe = setup["contention"]
+        add("shared_cores", "the contention probe: %s lost %s of its speed with the other "
+            "nodes running (more than %.0f%%): the nodes share cores, whatever the inventory "
+            "says" % (", ".join(losing), "/".join("%.0f%%" % (100 * probe["nodes"][n]["loss"])
+                                                   for n in losing), 100 * probe["threshold"]))
     for m in setup["machines"]:
-        if m["shared"]:
+        if m["shared"] and not m.get("measured"):
             add("shared_cores", "nodes %s share one machine's %s logical CPUs with %d compute "
                 "threads: a descheduled peer looks like communication"
                 % (", ".join(m["nodes"]), m["logical_cpus"], m["threads"]))
@@ -219,5 +251,7 @@ def flags(setup):
     """The machine-readable part, for manifest.json."""
     return {"shares_cores": setup["shares_cores"], "link": setup["link"]["kind"],
             "data": setup["data"], "deviations": [d["key"] for d in setup["deviations"]],
+            "contention": {k: (setup.get("contention") or {}).get(k)
+                           for k in ("shared", "worst_loss", "threshold")},
             "machines": [{k: m[k] for k in ("nodes", "logical_cpus", "threads", "shared",
                                             "pinned")} for m in setup["machines"]]}

@@ -5,8 +5,8 @@ import re
 import time
 from pathlib import Path
 
-from . import (collect, datasets, estimate, interrupts, inventory, launch, matrix,
-               nodes as nodes_mod, preflight, provision, resume, stacks)
+from . import (collect, contention, datasets, estimate, interrupts, inventory, launch, matrix,
+               nodes as nodes_mod, preflight, provision, resume, stacks, stall)
 from .clusters import links, slurm_jobs
 from .errors import UserError
 from .runfolder import CellStatus, RunFolder
@@ -50,7 +50,8 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, opt
         cells = plan_cells(profile, len(inv.hosts), options, networks)
         todo = cells
     run_id = run_id or collect.new_run_id()
-    expected = estimate.plan_seconds(todo, estimate.history(results, inv.name, stack.name))
+    basis = estimate.history(results, inv.name, stack.name)
+    expected = estimate.plan_seconds(todo, basis)
     if dry_run:
         return _dry_run(todo, run_id, nodes, stack, expected)
     _check_limit(expected, max_hours)
@@ -59,13 +60,16 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, opt
         print("run %s: nothing left to run (--retry-failed or --force run cells again)" % run_id)
         return {"run_id": run_id, "path": path, "outcomes": {}}
     preflight.check(nodes, stack, todo, inv)
+    if inv.layout():
+        print("layout: %s" % inv.layout(), flush=True)
     if resuming:
         resume.prepare(path, todo, nodes)
     else:
         _start_run(path, inv, stack, profile, cells, options)
+    probe_contention(path, nodes, stack, todo)
     print(estimate.describe(*expected)[-1], flush=True)
     return _run_cells(path, run_id, todo, nodes, stack, options["timeout"], fail_fast,
-                      expected[0])
+                      expected[0], basis)
 
 
 def plan_cells(profile, hosts, options, networks=None):
@@ -150,6 +154,19 @@ def _check_limit(expected, max_hours):
                         "--max-hours; `invoke bench --dry-run` lists each cell's estimate")
 
 
+def probe_contention(path, nodes, stack, cells):
+    """The contention probe on the run's nodes, kept in the manifest (a resume probes again:
+    the machine may have changed); the setup section and the verdicts read it."""
+    env = stack.env(cells[0].framework)
+    pythons = {n.name: env.python(n.path(n.host.env_root)) for n in nodes}
+    measured = contention.measure(nodes[:max(c.nodes for c in cells)], pythons)
+    print(contention.describe(measured), flush=True)
+    run = RunFolder(path)
+    manifest = run.manifest()
+    manifest["contention"] = measured
+    run.write_manifest(manifest)
+
+
 def _start_run(path, inv, stack, profile, cells, options):
     path.mkdir(parents=True, exist_ok=True)
     collect.start_manifest(path, inv, stack, profile, cells, options,
@@ -159,7 +176,7 @@ def _start_run(path, inv, stack, profile, cells, options):
         _write_status(path, cell, CellStatus(cell.id))
 
 
-def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=()):
+def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(), basis=None):
     outcomes = {}
     seconds = {cell.id: s for cell, s, _ in expected}
     interrupts.install()  # Ctrl-C, `kill` or a CI timeout: stop the cell, clean up, keep data
@@ -169,9 +186,10 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
             print("cell %d/%d" % (index, len(cells)), flush=True)
             links.apply(cell)
             after = [seconds.get(c.id) for c in cells[index:]]
+            bounds = stall.Bounds.for_cell(cell, (basis or {}).get(estimate.key(cell.settings)))
             outcomes[cell.id] = _run_retrying_crash(path, run_id, cell, nodes, stack, timeout,
                                                     (sum(s for s in after if s is not None),
-                                                     after.count(None)))
+                                                     after.count(None)), bounds)
             taken = launch.unusable(nodes, fresh=True) if outcomes[cell.id] != "succeeded" \
                 else ""
             if taken and index < len(cells):
@@ -204,19 +222,19 @@ def shard_index(cell, nodes_count):
     return json.loads((meta / "shards.json").read_text())
 
 
-def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after):
+def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after, bounds=None):
     """A cell that failed because a framework crashed in native code (SIGSEGV or SIGABRT:
     TF 2.21's coordinator and profiler have, at random) runs once more. The first attempt is
     kept in .attempts/, and the cell's warning, which the report lists, names it. A kill
     (SIGKILL, a fault) or any other failure is not retried."""
-    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after)
+    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds)
     first = RunFolder(path).status(cell.id)
     if outcome == "succeeded" or not CRASH.search(first.get("reason", "")):
         return outcome
     print("  %s: running it once more (the first attempt is kept in .attempts/)" % cell.id,
           flush=True)
     RunFolder(path).set_aside(cell.id)
-    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after)
+    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds)
     status = RunFolder(path).status(cell.id)
     status["warning"] = "; ".join(filter(None, [
         "ran twice: the first attempt failed (%s)" % first["reason"], status.get("warning")]))
@@ -224,7 +242,7 @@ def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after):
     return outcome
 
 
-def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0)):
+def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=None):
     """after: the expected seconds of the cells after this one and how many of them have no
     estimate (the run's ETA)."""
     shards = shard_index(cell, cell.nodes)
@@ -233,7 +251,8 @@ def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0)):
     _write_status(path, cell, status)
     try:
         launch.run_cell(cell, processes, timeout or cell.default_timeout(), status,
-                        save=lambda: _write_status(path, cell, status), after=after)
+                        save=lambda: _write_status(path, cell, status), after=after,
+                        bounds=bounds)
     finally:
         status["fetched_files"] = collect.fetch_cell(path, status, nodes)
         _write_status(path, cell, status)

@@ -229,3 +229,17 @@ def test_hostile_workdirs_over_ssh_provision_run_a_cell_and_collect_it(netns, tm
             ["worker-%d" % i for i in range(3)]
     finally:
         shutil.rmtree(hostile, ignore_errors=True)
+
+
+def test_the_probe_finds_cgroup_quotas_that_add_up_to_more_than_the_machine(netns):
+    """3 hosts with a quota of 1 CPU each on a 2-CPU machine: each host's facts show the whole
+    machine, so nothing but a measurement tells that they share."""
+    from harness import contention, stacks
+    if netns["vcpus"] * len(netns["hosts"]) <= len(os.sched_getaffinity(0)):
+        pytest.skip("the quotas fit this machine")
+    nodes_ = nodes.connect_all(inventory.load("netns"))
+    env = stacks.load("current").env("pytorch")
+    found = contention.measure(nodes_, {n.name: env.python(n.path(n.host.env_root))
+                                        for n in nodes_})
+    print("\nnetns: %s" % contention.describe(found))
+    assert found["shared"] is True and found["worst_loss"] > 0.2

@@ -1,0 +1,113 @@
+"""The contention probe: figures with known numbers through the summary, the setup and the
+verdicts; and the probe itself on the two layouts of the local cluster (own cores, shared).
+The emulated cluster's case (cgroup quotas adding up to more than the machine) is in
+tests/test_emulated_cluster.py."""
+import os
+
+import pytest
+
+from analysis import claims, report, testbed
+from harness import contention, inventory, nodes as nodes_mod, stacks
+from tests import fixtures
+from tests.test_analysis import groups_of, matrix
+
+TWO_OWN = {"inventory": {"name": "local", "layout": "2 local node(s) x 1 thread(s), ...",
+                         "hosts": [{"name": "node%d" % i, "address": "127.0.0.1",
+                                    "connection": "local", "cluster_interface": "lo",
+                                    "vcpus": 1, "cpus": str(i - 1)} for i in (1, 2)]},
+           "host_facts": {"node%d" % i: {"cpu_count": 2, "physical_cores": 2,
+                                         "memory_mb": 24000, "machine_id": "m1"}
+                          for i in (1, 2)}}
+
+
+def probe(node1_together, node2_together=455.0, steal=None):
+    """Two nodes at 450 and 460 chunks/s alone (three rounds each)."""
+    return contention.summarise(
+        {"node1": [440.0, 450.0, 470.0], "node2": [460.0, 455.0, 470.0]},
+        {"node1": [node1_together] * 3, "node2": [node2_together] * 3},
+        {"node1": [steal] * 6, "node2": [None] * 6}, seconds=9.0)
+
+
+def test_the_summary_takes_medians_and_the_worst_nodes_loss():
+    found = probe(360.0, steal=0.004)
+    assert found["nodes"]["node1"]["alone"] == 450.0 and found["nodes"]["node2"]["alone"] == 460
+    assert found["nodes"]["node1"]["loss"] == pytest.approx(0.2)  # 1 - 360/450
+    assert found["nodes"]["node2"]["loss"] == pytest.approx(1 - 455.0 / 460.0)
+    assert found["worst_loss"] == pytest.approx(0.2) and found["shared"] is True
+    assert found["nodes"]["node1"]["steal"] == 0.004 and found["nodes"]["node2"]["steal"] is None
+    kept = probe(0.9 * 450.0)  # a 10% loss is within what nodes of their own showed here
+    assert kept["shared"] is False and kept["worst_loss"] == pytest.approx(0.1)
+    alone = contention.summarise({"node1": [450.0]}, {"node1": []}, {"node1": [None]})
+    assert alone["shared"] is False and alone["nodes"]["node1"]["loss"] is None
+
+
+def with_probe(manifest, measured):
+    return dict(manifest, contention=measured)
+
+
+def test_a_probe_that_finds_sharing_overrides_an_inventory_of_own_cores(tmp_path):
+    bed = testbed.describe(TWO_OWN)
+    assert bed["shares_cores"] is False  # inferred: 2 threads on 2 CPUs, pinned
+    bed = testbed.describe(with_probe(TWO_OWN, probe(300.0)))
+    assert bed["shares_cores"] is True and bed["machines"][0]["measured"] is True
+    (text,) = [d["text"] for d in bed["deviations"] if d["key"] == "shared_cores"]
+    assert text.startswith("the contention probe: node1 lost 33% of its speed")
+    run = fixtures.write_run(tmp_path, matrix(2.65), manifest=with_probe(TWO_OWN, probe(300.0)))
+    (claim,) = [c for c in claims.evaluate(groups_of(run), testbed=bed)
+                if c["id"] == "tf_sync_vs_pytorch_sync"]
+    assert claim["verdict"] == "not comparable"
+
+
+def test_a_probe_that_finds_none_lets_the_claims_be_judged(tmp_path):
+    bed = testbed.describe(with_probe(TWO_OWN, probe(445.0)))
+    assert bed["shares_cores"] is False
+    assert "shared_cores" not in [d["key"] for d in bed["deviations"]]
+    run = fixtures.write_run(tmp_path, matrix(2.65), manifest=with_probe(TWO_OWN, probe(445.0)))
+    (claim,) = [c for c in claims.evaluate(groups_of(run), testbed=bed)
+                if c["id"] == "tf_sync_vs_pytorch_sync"]
+    assert claim["verdict"] == "partial (1 of 6)" or claim["verdict"] == "reproduced"
+    assert testbed.flags(bed)["contention"] == {"shared": False, "worst_loss": pytest.approx(
+        1 - 445.0 / 450.0), "threshold": contention.SHARED_LOSS}
+
+
+def test_a_probe_finding_none_does_not_clear_more_threads_than_cpus():
+    three = dict(TWO_OWN, inventory=dict(TWO_OWN["inventory"], hosts=[
+        dict(h, cpus="") for h in TWO_OWN["inventory"]["hosts"]] + [
+        {"name": "node3", "address": "127.0.0.1", "connection": "local", "vcpus": 1}]),
+                 host_facts=dict(TWO_OWN["host_facts"], node3=TWO_OWN["host_facts"]["node1"]))
+    bed = testbed.describe(with_probe(three, probe(445.0)))
+    assert bed["shares_cores"] is True  # 3 threads on 2 CPUs stays shared
+
+
+def test_the_setup_section_shows_the_probes_figures():
+    bed = testbed.describe(with_probe(TWO_OWN, probe(360.0, steal=0.004)))
+    blocks = report.contention_blocks(bed["contention"])
+    assert "shares cores with them: some do" in blocks[0][1]
+    assert blocks[1][2][0] == ["node1", "450", "360", "-20.0%", "0.4%"]
+    assert blocks[1][2][1][4] == "-"
+    assert "not run" in report.contention_blocks(None)[0][1]
+
+
+def measure(inventory_name):
+    inv = inventory.load(inventory_name)
+    nodes = nodes_mod.connect_all(inv)
+    env = stacks.load("current").env("pytorch")
+    found = contention.measure(nodes, {n.name: env.python(n.path(n.host.env_root))
+                                       for n in nodes})
+    print("\n%s: %s" % (inventory_name, contention.describe(found)))
+    return found
+
+
+@pytest.mark.cluster
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="no node can own a CPU")
+def test_the_probe_finds_no_sharing_on_nodes_of_their_own(provisioned):
+    found = measure("local")
+    assert found["shared"] is False and found["worst_loss"] < contention.SHARED_LOSS
+
+
+@pytest.mark.cluster
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) > 2, reason="3 nodes share only on <3 CPUs")
+def test_the_probe_finds_three_nodes_sharing_two_cpus(provisioned):
+    found = measure("local-shared")
+    assert found["shared"] is True and found["worst_loss"] > 0.2
+    assert set(found["nodes"]) == {"node1", "node2", "node3"}
