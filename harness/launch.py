@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import jinja2
 
-from . import interrupts, layout, nodes as nodes_mod
+from . import interrupts, layout, nodes as nodes_mod, stall
 from .datasets import full_name, shard_name
 from .errors import UserError
 from .matrix import SYSTEMS
@@ -146,9 +146,10 @@ def poll(proc):
     return nodes_mod.alive(ps_text)
 
 
-def watch(cell, processes, timeout, display):
-    """Until all succeed, one fails, or the timeout; returns (status, reason)."""
+def watch(cell, processes, timeout, display, bounds=None):
+    """Until all succeed, one fails, one stalls, or the timeout; returns (status, reason)."""
     started = time.monotonic()
+    stalls = stall.StallWatch(bounds or stall.Bounds.for_cell(cell))
     while True:
         interrupts.check()
         alive = {proc.label: poll(proc) for proc in processes}
@@ -157,6 +158,10 @@ def watch(cell, processes, timeout, display):
                   (p.rc is None and not alive[p.label])]
         if failed:
             return "failed", "; ".join(_death(p) for p in failed)
+        stalled = stalls.check(processes, time.monotonic())
+        if stalled:
+            return "failed", "stalled: %s (%s)" % ("; ".join(
+                "%s %s" % (p.label, why) for p, why in stalled), stalls.bounds.describe())
         taken = unusable({p.node.name: p.node for p in processes}.values())
         if taken:
             return "failed", taken
@@ -246,7 +251,8 @@ def log_tail(proc, lines=20):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_cell(cell, processes, timeout, status, save=lambda: None, after=(0.0, 0)):
+def run_cell(cell, processes, timeout, status, save=lambda: None, after=(0.0, 0),
+             bounds=None):
     """start -> watch -> stop, filling `status` in place (so it survives an interrupt); save()
     writes it, once the pids are known, so a controller that dies leaves them on record.
     Ctrl-C (or SIGTERM) stops the cell on every node, then re-raises."""
@@ -259,7 +265,8 @@ def run_cell(cell, processes, timeout, status, save=lambda: None, after=(0.0, 0)
             status["processes"] = [{"node": p.node.name, "role": p.role, "rank": p.rank,
                                     "pid": p.pid, "out_dir": p.out_dir} for p in processes]
             save()
-            status["status"], status["reason"] = watch(cell, processes, timeout, display)
+            status["status"], status["reason"] = watch(cell, processes, timeout, display,
+                                                       bounds)
     except KeyboardInterrupt:
         status["status"], status["reason"] = "failed", "interrupted"
         raise

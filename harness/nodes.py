@@ -105,7 +105,9 @@ class Node:
 
     def kill(self, pid, grace=5.0):
         """TERM the whole group, KILL whatever is left after `grace` s; returns pids killed hard."""
-        self.run("kill -TERM -- -%d 2>/dev/null" % pid, check=False)
+        # CONT after TERM: a stopped process (SIGSTOP, a stall) takes its TERM only once it runs
+        self.run("kill -TERM -- -%d 2>/dev/null; kill -CONT -- -%d 2>/dev/null" % (pid, pid),
+                 check=False)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if not self.group_members(pid):

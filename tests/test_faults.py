@@ -18,6 +18,7 @@ from tests.conftest import INVOKE, invoke
 
 pytestmark = pytest.mark.cluster
 DETECTION_BOUND = 10.0  # s from the kill to the cell marked failed
+NODES = len(inventory.load("local").hosts)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_an_interrupted_run_resumes_with_only_its_unfinished_cells(provisioned, 
                "--steps", "200", "--results", str(tmp_path)]
     bench = subprocess.Popen(command, cwd=str(REPO), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
-    cells = matrix.plan("smoke", 3, systems="pytorch-sync,mxnet-sync", steps=200)
+    cells = matrix.plan("smoke", NODES, systems="pytorch-sync,mxnet-sync", steps=200)
     second = tmp_path / run_id / cells[1].id / "status.json"
     deadline = time.monotonic() + 300
     while runfolder.read_json(second, {}).get("status") != "running" or \
@@ -91,7 +92,7 @@ def test_a_worker_lost_in_the_profiled_steps_keeps_the_cells_timing(provisioned,
     keeps every worker's timing and says that its operator profile is incomplete."""
     run_id, system = "lost-in-profile", "tensorflow-sync"
     nodes = nodes_mod.connect_all(inventory.load("local"))
-    (cell,) = matrix.plan("smoke", 3, systems=system)
+    (cell,) = matrix.plan("smoke", NODES, systems=system)
     killer = faults.KillWhenTraining(nodes[0], nodes[1], run_id, cell.id, phase="profile")
     killer.start()
     # enough profiled steps (seconds) for the killer, which polls progress.json, to see them
@@ -111,7 +112,7 @@ def test_a_worker_lost_in_the_profiled_steps_keeps_the_cells_timing(provisioned,
     run = tmp_path / run_id
     records = [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
     timed = {r["rank"] for r in records if r["metric"] == "step_samples"}
-    assert timed == {0, 1, 2}
+    assert timed == set(range(NODES))
     assert "operator profile incomplete" in (run / "analysis" / "report.md").read_text()
 
 
@@ -120,7 +121,7 @@ def test_a_framework_crash_runs_the_cell_once_more_and_keeps_the_first_attempt(p
     """SIGSEGV, as TF 2.21's coordinator has given itself: one more attempt, named."""
     run_id, system = "crashed", "pytorch-sync"
     nodes = nodes_mod.connect_all(inventory.load("local"))
-    (cell,) = matrix.plan("smoke", 3, systems=system, steps=200)
+    (cell,) = matrix.plan("smoke", NODES, systems=system, steps=200)
     killer = faults.KillWhenTraining(nodes[0], nodes[1], run_id, cell.id, signal="SEGV")
     killer.start()
     out = invoke("bench", "--run", run_id, "--systems", system, "--steps", "200",
@@ -214,7 +215,7 @@ def test_a_dead_controller_leaves_nothing_running_and_its_run_resumes(provisione
                              cwd=str(REPO),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # 1200 LeNet-5 steps last about 50 s here, longer than the lease: the lease stops them
-    (cell,) = matrix.plan("smoke", 3, systems="pytorch-sync", epochs=4, steps=300)
+    (cell,) = matrix.plan("smoke", NODES, systems="pytorch-sync", epochs=4, steps=300)
     status_file = tmp_path / run_id / cell.id / "status.json"
     deadline = time.monotonic() + 300
     while not runfolder.read_json(status_file, {}).get("processes"):
@@ -254,3 +255,46 @@ def test_a_small_random_fault_campaign_detects_every_fault_and_loses_nothing(pro
         assert row["detection"] is not None and row["detection"] <= DETECTION_BOUND, row
         assert row["strays"] == 0 and row["next_cell"] == "succeeded" and not row["lost"], row
     assert sum(t["faults"] for t in table) == 2
+
+
+STALLS = [  # (system, phase of node 2's victim when it is stopped, victim, extra bench options)
+    ("tensorflow-sync", "setup", "worker-1", ()),
+    ("pytorch-sync", "train", "worker-1", ("--steps", "300")),
+    ("pytorch-sync", "calibrate", "worker-1", ()),
+    ("pytorch-sync", "profile", "worker-1", ("--profile-steps", "300")),
+    ("mxnet-sync", "server", "server-1", ("--steps", "300")),
+]
+
+
+@pytest.mark.parametrize("system, phase, victim, options", STALLS,
+                         ids=["%s-%s" % (s[0], s[1]) for s in STALLS])
+def test_a_stopped_process_fails_its_cell_as_stalled(provisioned, tmp_path, system, phase,
+                                                     victim, options):
+    """SIGSTOP leaves a process alive and silent: no crash to see, only its progress file
+    standing still. The cell fails as stalled within seconds of the bound, naming the
+    process, with its log tail, and nothing of the run is left on any node."""
+    from harness import stall
+    run_id = "stalled-%s-%s" % (system, phase)
+    nodes = nodes_mod.connect_all(inventory.load("local"))
+    (cell,) = matrix.plan("smoke", NODES, systems=system, **_plan_options(options))
+    stopper = faults.KillWhenTraining(nodes[1], nodes[1], run_id, cell.id, phase=phase,
+                                      signal="STOP", label=victim)
+    stopper.start()
+    out = invoke("bench", "--run", run_id, "--systems", system, *options,
+                 "--results", str(tmp_path)).stdout
+    stopper.join(timeout=1)
+    assert stopper.killed_at and stopper.victim_phase == phase, out
+    status = runfolder.read_json(tmp_path / run_id / cell.id / "status.json")
+    assert status["status"] == "failed", status
+    assert status["reason"].startswith("stalled: node2/%s wrote no progress for" % victim), \
+        status["reason"]
+    late = status["detected"] - stopper.killed_at - stall.FROZEN_SECONDS
+    print("\n%s stopped in %s: failed as stalled %.1f s after the bound" % (system, phase, late))
+    assert -1.0 < late < 5.0, status
+    assert "node2/%s" % victim in status["log_tails"]
+    assert sum(len(p) for p in faults.strays(nodes, run_id).values()) == 0
+
+
+def _plan_options(options):
+    pairs = dict(zip(options[::2], options[1::2]))
+    return {"steps": int(pairs["--steps"])} if "--steps" in pairs else {}

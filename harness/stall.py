@@ -1,0 +1,95 @@
+"""A hang is a fault like a crash: a cell whose processes stop moving fails as "stalled".
+
+Every role's sampler thread rewrites progress.json every sample interval (0.5 s), with its
+phase and the steps done. The watch loop keeps, per process, when that file last changed
+(the heartbeat) and when its phase or step count last changed (a move), on the controller's
+clock, so that the nodes' clocks do not matter. A process stalls when:
+
+- its heartbeat stops for FROZEN_SECONDS: the whole process is stopped (SIGSTOP, a frozen VM,
+  native code holding the interpreter), in any phase;
+- it stays in start-up (before its first step ends: imports, rendezvous, graph building, the
+  first step) longer than SETUP_MULTIPLE x the expected start-up;
+- its step count stands still in training for STEP_MULTIPLE x the expected step.
+
+The expected start-up and step are the cell's basis (harness/estimate.py: the newest earlier
+run of the same cell) or, without one, a prior: STARTUP_PRIOR and the network's step bound
+(harness/matrix.py STEP_BOUND, a generous upper bound). Each bound has a floor, so that a
+short expected value does not turn a hiccup of a busy machine into a failure. Phases with no
+step count (calibration, profiled steps, the services' serving) are watched by the heartbeat
+only; the cell's timeout stays as the last resort.
+"""
+from dataclasses import dataclass
+
+from .matrix import STEP_BOUND
+
+FROZEN_SECONDS = 20.0
+SETUP_MULTIPLE = 4.0
+STEP_MULTIPLE = 20.0
+SETUP_FLOOR = 90.0
+STEP_FLOOR = 30.0
+STARTUP_PRIOR = 45.0  # s; the slowest start-up seen here (TensorFlow, 3 nodes on 2 CPUs) ~30 s
+STARTING = (None, "setup")  # phases of start-up (None: no progress written yet)
+
+
+@dataclass
+class Bounds:
+    setup: float
+    step: float
+    source: str  # where the expected values come from, for the failure's reason
+
+    @classmethod
+    def for_cell(cls, cell, basis=None):
+        if basis is not None:
+            startup, step = basis.startup, basis.wall_step
+            source = "run %s's start-up %.1f s and step %.3f s" % (basis.run_id, startup, step)
+        else:
+            startup, step = STARTUP_PRIOR, STEP_BOUND[cell.network]
+            source = "no earlier run: prior start-up %.0f s, step bound %.1f s" % (startup, step)
+        return cls(setup=max(SETUP_FLOOR, SETUP_MULTIPLE * startup),
+                      step=max(STEP_FLOOR, STEP_MULTIPLE * step), source=source)
+
+    def describe(self):
+        return ("stalled = no progress file for %.0f s, start-up over %.0f s (%gx expected, "
+                "floor %.0f s), or one step over %.0f s (%gx expected, floor %.0f s); %s"
+                % (FROZEN_SECONDS, self.setup, SETUP_MULTIPLE, SETUP_FLOOR, self.step,
+                   STEP_MULTIPLE, STEP_FLOOR, self.source))
+
+
+class StallWatch:
+    def __init__(self, bounds):
+        self.bounds = bounds
+        # label -> [heartbeat, move, heartbeat changed at, moved at, first seen]
+        self.seen = {}
+
+    def check(self, processes, now):
+        """[(process, why)] for every process that stopped moving, as of `now` (monotonic)."""
+        stalled = []
+        for proc in processes:
+            if proc.rc is not None:
+                continue
+            why = self._why(proc, now)
+            if why:
+                stalled.append((proc, why))
+        return stalled
+
+    def _why(self, proc, now):
+        progress = proc.progress or {}
+        heartbeat = progress.get("updated")
+        phase, step = progress.get("phase"), progress.get("step") or 0
+        move = (phase, step)
+        seen = self.seen.setdefault(proc.label, [heartbeat, move, now, now, now])
+        if seen[0] != heartbeat:
+            seen[0], seen[2] = heartbeat, now
+        if seen[1] != move:
+            seen[1], seen[3] = move, now
+        quiet, still, alive = now - seen[2], now - seen[3], now - seen[4]
+        if heartbeat is not None and quiet > FROZEN_SECONDS:
+            return "wrote no progress for %.0f s (phase %s, %d steps): the process is " \
+                   "stopped" % (quiet, phase, step)
+        if (phase in STARTING or (phase == "train" and step == 0)) and alive > self.bounds.setup:
+            return "still starting after %.0f s (phase %s; bound %.0f s)" % (
+                alive, phase or "not begun", self.bounds.setup)
+        if phase == "train" and step > 0 and still > self.bounds.step:
+            return "no step for %.0f s after step %d (bound %.0f s)" % (
+                still, step, self.bounds.step)
+        return ""

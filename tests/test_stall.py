@@ -1,0 +1,85 @@
+"""Stall detection (harness/stall.py) with hand-made progress and a hand-moved clock; the real
+processes stopped with SIGSTOP are in tests/test_faults.py."""
+from types import SimpleNamespace
+
+import pytest
+
+from harness import matrix, stall
+from harness.estimate import Basis
+
+(CELL,) = matrix.plan("smoke", 2, systems="pytorch-sync")
+
+
+def proc(label="node2/worker-1", **progress):
+    return SimpleNamespace(label=label, rc=None, progress=progress)
+
+
+def watch_over(process, timeline, bounds=None):
+    """timeline: [(time, progress)]; the reasons given at each time."""
+    watch = stall.StallWatch(bounds or stall.Bounds.for_cell(CELL))
+    out = []
+    for now, progress in timeline:
+        process.progress = progress
+        found = watch.check([process], now)
+        out.append(found[0][1] if found else "")
+    return out
+
+
+def test_bounds_come_from_the_cells_basis_or_a_prior_with_floors():
+    prior = stall.Bounds.for_cell(CELL)
+    assert (prior.setup, prior.step) == (180.0, 40.0)  # 4 x 45 s; 20 x LeNet-5's 2 s bound
+    quick = stall.Bounds.for_cell(CELL, Basis("r1", startup=8.0, wall_step=0.02, rest=3.0))
+    assert (quick.setup, quick.step) == (90.0, 30.0)  # the floors
+    slow = stall.Bounds.for_cell(CELL, Basis("r1", startup=40.0, wall_step=3.0, rest=3.0))
+    assert (slow.setup, slow.step) == (160.0, 60.0)
+    assert "run r1's start-up 40.0 s and step 3.000 s" in slow.describe()
+
+
+def test_a_process_whose_progress_file_stands_still_is_stopped_in_any_phase():
+    for phase, step in (("setup", 0), ("train", 5), ("calibrate", 12), ("profile", 12),
+                        ("server", 0)):
+        frozen = {"updated": 100.0, "phase": phase, "step": step}
+        reasons = watch_over(proc(), [(0, frozen), (19.9, frozen), (20.1, frozen)])
+        assert reasons[:2] == ["", ""], phase
+        assert reasons[2].startswith("wrote no progress for 20 s (phase %s, %d steps)"
+                                     % (phase, step)), reasons
+
+
+def test_a_beating_process_that_never_ends_its_start_up_stalls_at_the_setup_bound():
+    """The tensorflow-async chief of issue 25: alive, sampling, never a first step."""
+    bounds = stall.Bounds(setup=90.0, step=30.0, source="test")
+    timeline = [(t, {"updated": float(t), "phase": "setup", "step": 0}) for t in range(0, 92)]
+    reasons = watch_over(proc("node1/chief-0"), timeline, bounds)
+    assert reasons.index(next(r for r in reasons if r)) == 91
+    assert reasons[-1] == "still starting after 91 s (phase setup; bound 90 s)"
+    # the first step belongs to start-up: phase train with 0 steps done counts the same
+    first = [(t, {"updated": float(t), "phase": "setup" if t < 50 else "train", "step": 0})
+             for t in range(0, 92)]
+    assert watch_over(proc(), first, bounds)[-1].startswith("still starting after 91 s")
+
+
+def test_a_training_process_stalls_when_its_step_count_stands_still():
+    bounds = stall.Bounds(setup=90.0, step=30.0, source="test")
+    steps = [(t, {"updated": float(t), "phase": "train", "step": min(t, 10)})
+             for t in range(0, 42)]
+    reasons = watch_over(proc(), steps, bounds)
+    assert reasons[40] == "" and reasons[41] == "no step for 31 s after step 10 (bound 30 s)"
+
+
+def test_services_and_ended_processes_are_watched_by_their_heartbeat_only():
+    serving = [(t, {"updated": float(t), "phase": "ps", "step": 0}) for t in range(0, 400, 5)]
+    assert not any(watch_over(proc("node1/ps-0"), serving))
+    ended = proc()
+    ended.rc = 0
+    assert stall.StallWatch(stall.Bounds.for_cell(CELL)).check(
+        [ended], 1e6) == []
+    # no progress file yet (imports): only the start-up bound applies
+    starting = [(t, {}) for t in (0, 100, 181)]
+    assert watch_over(proc(), starting)[-1] == \
+        "still starting after 181 s (phase not begun; bound 180 s)"
+
+
+@pytest.mark.parametrize("bound", [stall.FROZEN_SECONDS])
+def test_the_frozen_bound_is_longer_than_the_samplers_interval_many_times(bound):
+    from harness.launch import TRAINING
+    assert bound >= 20 * TRAINING["sample_interval"]
