@@ -258,7 +258,10 @@ def test_a_small_random_fault_campaign_detects_every_fault_and_loses_nothing(pro
 
 
 STALLS = [  # (system, phase of node 2's victim when it is stopped, victim, extra bench options)
-    ("tensorflow-sync", "setup", "worker-1", ()),
+    # TF-sync's own coordination service fails a silent peer in setup (exit 1) before 20 s;
+    # a tensorflow-async server in setup is importing TensorFlow for seconds, and nobody else
+    # watches it
+    ("tensorflow-async", "setup", "worker-1", ()),
     ("pytorch-sync", "train", "worker-1", ("--steps", "300")),
     ("pytorch-sync", "calibrate", "worker-1", ()),
     ("pytorch-sync", "profile", "worker-1", ("--profile-steps", "300")),
@@ -285,9 +288,13 @@ def test_a_stopped_process_fails_its_cell_as_stalled(provisioned, tmp_path, syst
     stopper.join(timeout=1)
     assert stopper.killed_at and stopper.victim_phase == phase, out
     status = runfolder.read_json(tmp_path / run_id / cell.id / "status.json")
-    assert status["status"] == "failed", status
-    assert status["reason"].startswith("stalled: node2/%s wrote no progress for" % victim), \
-        status["reason"]
+    said = "stalled: node2/%s wrote no progress for" % victim
+    if phase == "profile":  # after every worker wrote its timed steps: the timing is kept
+        assert status["status"] == "succeeded", status
+        assert status["warning"].startswith("operator profile incomplete: " + said), status
+    else:
+        assert status["status"] == "failed", status
+        assert status["reason"].startswith(said), status["reason"]
     late = status["detected"] - stopper.killed_at - stall.FROZEN_SECONDS
     print("\n%s stopped in %s: failed as stalled %.1f s after the bound" % (system, phase, late))
     assert -1.0 < late < 5.0, status
