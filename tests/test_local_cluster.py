@@ -323,3 +323,21 @@ def test_hostile_workdirs_provision_run_a_cell_and_collect_it(provisioned, tmp_p
         assert json.loads(next(run.glob("*/status.json")).read_text())["status"] == "succeeded"
     finally:
         shutil.rmtree(HOSTILE, ignore_errors=True)
+
+
+def test_the_scaling_sweep_covers_tensorflow_async(provisioned, tmp_path):
+    """--nodes 1..n: tensorflow-async once never trained on 2 nodes of 1 CPU each (its gRPC
+    servers got an inter-op pool of 1 thread); every node count now runs and is in scaling.csv."""
+    import pandas as pd
+    counts = ",".join(str(k) for k in range(1, NODES + 1))
+    invoke("provision", "--nodes", counts)
+    out = invoke("bench", "--systems", "tensorflow-async", "--nodes", counts,
+                 "--profile-steps", "0", "--results", str(tmp_path)).stdout
+    assert "%d succeeded, 0 failed" % NODES in out, out
+    invoke("collect", "--results", str(tmp_path))
+    invoke("analyze", "--results", str(tmp_path))
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    scaling = pd.read_csv(run / "analysis" / "scaling.csv")
+    rows = scaling[scaling.system == "tensorflow-async"]
+    assert sorted(rows.nodes) == list(range(1, NODES + 1))
+    assert (rows.speedup > 0).all()
