@@ -27,18 +27,21 @@ def build(run_path, quiet=False, out=None):
     records.to_csv(out / "records.csv", index=False)
     cells.to_csv(out / "cells.csv", index=False)
     groups.to_csv(out / "groups.csv", index=False)
-    blocks, pngs = sections(run_path, out, manifest, records, cells, groups)
+    summary = {}
+    blocks, pngs = sections(run_path, out, manifest, records, cells, groups, summary)
     (out / "report.md").write_text(render.markdown(blocks))
     (out / "report.html").write_text(render.to_html(blocks, "Reproduction report: run %s"
                                                     % manifest.get("run_id")))
     if not quiet:
         print("report:  %s\n         %s\nfigures: %s" % (out / "report.md", out / "report.html",
                                                         ", ".join(pngs)))
-    return {"report": out / "report.md", "html": out / "report.html", "figures": pngs,
-            "cells": cells, "groups": groups}
+    return dict(summary, report=out / "report.md", html=out / "report.html", figures=pngs,
+                cells=cells, groups=groups)
 
 
-def sections(run_path, out, manifest, records, cells, groups):
+def sections(run_path, out, manifest, records, cells, groups, summary):
+    """summary: filled with what the console prints after the report's path (the layout, the
+    setup's node and thread deviations, the verdicts' tally)."""
     planned = sorted({c["system"] for c in manifest.get("cells", [])})
     pngs = []
 
@@ -51,7 +54,11 @@ def sections(run_path, out, manifest, records, cells, groups):
     blocks += provenance(manifest)
     blocks += setup_section(bed)
     main = tidy.reference_groups(groups)  # the paper's network setting
-    blocks += claims_section(main, bed)
+    claim_blocks, summary["verdicts"] = claims_section(main, bed)
+    blocks += claim_blocks
+    summary["layout"] = bed["layout"]
+    summary["against_paper"] = [d["text"] for d in bed["deviations"]
+                                if d["key"] in ("nodes", "threads", "shared_cores")]
     fig3 = figure(figures.execution_time(main, out / "fig3_execution_time", planned))
     blocks += execution_section(fig3, groups)
     blocks += loading_note(bed)
@@ -169,7 +176,7 @@ def claims_section(groups, bed):
                   "not reproduced (entirely outside), inconclusive (straddles), partial (k of "
                   "n benchmarks), not comparable (the setup cannot support it; the value is "
                   "still shown), not measured. Deviations: the section above. %s." % tally)
-            ] + claims_table(rows)
+            ] + claims_table(rows), tally
 
 
 def _interval(row):

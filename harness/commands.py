@@ -347,6 +347,11 @@ def reproduce(inventory_name, stack_name, profile, results, data=None):
     print("\nreproduce finished in %.0f s\n  report:  %s\n  figures: %s\n  results: %s"
           % (time.monotonic() - began, built["report"], " ".join(built["figures"]),
              outcome["path"]))
+    if built.get("layout"):
+        print("  layout:  %s" % built["layout"])
+    for text in built.get("against_paper") or []:
+        print("  against the paper: %s" % text)
+    print("  claims:  %s" % built.get("verdicts"))
     return built
 
 
