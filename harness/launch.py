@@ -128,15 +128,8 @@ def poll(proc):
     """Refresh progress, exit code and liveness of one process in one round trip, and renew
     its lease. Liveness is read before rc: a process seen dead has already written its rc, if
     it ever will. A node that does not answer within POLL_TIMEOUT fails the cell."""
-    command = ("cd %s && touch lease && cat progress.json 2>/dev/null; echo; echo '#ps'; "
-               "%s; echo '#rc'; cat rc 2>/dev/null"
-               % (shlex.quote(proc.out_dir), nodes_mod.STATE % proc.pid))
-    done = proc.node.bounded(lambda: proc.node.run(command, check=False), POLL_TIMEOUT)
-    if "#rc" not in done.stdout:  # the command never ran there (a Slurm step refused)
-        raise UserError(proc.node.unusable(fresh=True) or "%s did not answer its poll: %s" % (
-            proc.node.name, done.stderr.strip()[-300:] or "exit %d" % done.exited))
-    progress_text, rest = done.stdout.split("#ps", 1)
-    ps_text, rc_text = rest.split("#rc", 1)
+    progress_text, ps_text, rc_text = proc.node.bounded(
+        lambda: proc.node.poll_files(proc.out_dir, proc.pid), POLL_TIMEOUT)
     try:
         proc.progress = json.loads(progress_text) if progress_text.strip() else proc.progress
     except ValueError:

@@ -20,6 +20,22 @@ from .errors import UserError
 STATE = "ps -o stat= -p %d"  # a process's state; empty when it is gone
 
 
+def _read(path):
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _stat_state(pid):
+    """What STATE prints for a local pid, from /proc: its state letter, "" when gone."""
+    try:
+        text = Path("/proc/%d/stat" % pid).read_text()
+    except OSError:
+        return ""
+    return text.rsplit(")", 1)[1].split()[0]
+
+
 def alive(state_text):
     """From STATE's output: running, not gone and not a zombie (dead, unreaped)."""
     state = state_text.strip()
@@ -130,6 +146,19 @@ class Node:
         return [int(line.split(" ", 1)[0]) for line in out.splitlines()
                 if " " in line and (line.split(" ", 1)[1] + "/").startswith(prefix)]
 
+    def poll_files(self, out_dir, pid):
+        """(progress.json, the process's state as STATE prints it, rc) of a role's folder, in
+        one round trip, touching its lease."""
+        command = ("cd %s && touch lease && cat progress.json 2>/dev/null; echo; echo '#ps'; "
+                   "%s; echo '#rc'; cat rc 2>/dev/null" % (q(out_dir), STATE % pid))
+        done = self.run(command, check=False)
+        if "#rc" not in done.stdout:  # the command never ran there (a Slurm step refused)
+            raise UserError(self.unusable(fresh=True) or "%s did not answer its poll: %s" % (
+                self.name, done.stderr.strip()[-300:] or "exit %d" % done.exited))
+        progress_text, rest = done.stdout.split("#ps", 1)
+        ps_text, rc_text = rest.split("#rc", 1)
+        return progress_text, ps_text, rc_text
+
     def read_text(self, path):
         result = self.run("cat %s 2>/dev/null" % q(path), check=False)
         return result.stdout if result.exited == 0 else None
@@ -157,6 +186,16 @@ class LocalNode(Node):
 
     def get(self, remote, local):
         shutil.copyfile(remote, local)
+
+    def poll_files(self, out_dir, pid):
+        """The same as a shell round trip, read in place: a poll a second per process spent
+        a shell, ps and cat on the CPUs that the pinned nodes own (docs/methodology.md)."""
+        folder = Path(out_dir)
+        try:
+            (folder / "lease").touch()
+        except OSError as exc:
+            raise UserError("%s did not answer its poll: %s" % (self.name, exc))
+        return (_read(folder / "progress.json"), _stat_state(pid), _read(folder / "rc"))
 
     def read_text(self, path):
         try:

@@ -89,3 +89,31 @@ def test_a_service_that_needed_a_kill_is_recorded(tmp_path):
 def test_liveness_reads_the_process_state():
     assert nodes.alive("S\n") and nodes.alive("Rl")
     assert not nodes.alive("") and not nodes.alive("Z+")
+
+
+def test_a_local_poll_reads_in_place_what_the_shell_round_trip_reads(tmp_path):
+    """LocalNode.poll_files spares a shell per poll; it must see what Node.poll_files sees:
+    progress, a live then stopped then dead process, the exit code, and renew the lease."""
+    import signal
+    node = local_node()
+    (tmp_path / "job.sh").write_text("sleep 300\n")
+    (tmp_path / "progress.json").write_text('{"phase": "train", "step": 3}')
+    pid = node.start_background("job.sh", str(tmp_path), "log.txt")
+
+    def both():
+        fast = node.poll_files(str(tmp_path), pid)
+        shell = nodes.Node.poll_files(node, str(tmp_path), pid)
+        return fast, shell
+    fast, shell = both()
+    assert fast[0].strip() == shell[0].strip() == '{"phase": "train", "step": 3}'
+    assert fast[1].strip()[0] == shell[1].strip()[0] == "S" and nodes.alive(fast[1])
+    assert (tmp_path / "lease").is_file() and fast[2] == shell[2].strip() == ""
+    psutil.Process(pid).send_signal(signal.SIGSTOP)
+    time.sleep(0.1)
+    fast, shell = both()
+    assert fast[1].strip()[0] == shell[1].strip()[0] == "T"
+    node.kill(pid, grace=2)
+    (tmp_path / "rc").write_text("0\n")
+    fast, shell = both()
+    assert not nodes.alive(fast[1]) and not nodes.alive(shell[1])
+    assert fast[2].strip() == shell[2].strip() == "0"
