@@ -19,6 +19,7 @@ import pandas as pd
 
 from analysis import tidy
 from harness import collect, commands, matrix
+from harness.errors import UserError
 from harness.runfolder import RunFolder
 
 BENCHMARK = "lenet5-cifar10"
@@ -26,18 +27,23 @@ GOAL_ERROR = 0.05
 ORDER = [("before", "verdict"), ("full", "paper"), ("after", "verdict")]
 
 
-def run(inventory_name, stack_name, results, systems=None, data="synthetic"):
+def run(inventory_name, stack_name, results, systems=None, data="synthetic",
+        benchmark=BENCHMARK):
+    if benchmark not in matrix.BENCHMARKS:
+        raise UserError("unknown benchmark %r" % benchmark,
+                        "benchmarks are: %s" % ", ".join(matrix.BENCHMARKS))
     out = Path(results) / ("check-%s" % collect.new_run_id())
     chosen = systems.split(",") if systems else list(matrix.SYSTEMS)
     runs = {}
     for system in chosen:
         for name, profile in ORDER:
             outcome = commands.bench(inventory_name, stack_name, profile, out,
-                                     run_id="%s-%s" % (name, system), benchmarks=BENCHMARK,
+                                     run_id="%s-%s" % (name, system), benchmarks=benchmark,
                                      systems=system, data=data, profile_steps=0)
             runs.setdefault(system, {})[name] = str(outcome["path"])
     rows = [compare(system, paths) for system, paths in runs.items()]
-    lines = table(rows, runs)
+    lines = ["%s at the paper's full length against the verdict profile's projection"
+             % benchmark, ""] + table(rows, runs)
     (out / "validation.md").write_text("\n".join(lines) + "\n")
     (out / "validation.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=1))
     print("\n".join(lines))
