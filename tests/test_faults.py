@@ -160,7 +160,8 @@ def test_bad_input_is_a_clear_error(provisioned, tmp_path):
     _expect_error(["bench", "--benchmarks", "vgg16-cifar10", "--dry-run"],
                   "unknown benchmark 'vgg16-cifar10'")
     _expect_error(["bench", "--systems", "pytorch-sync", "--steps", "1200", "--results",
-                   str(tmp_path)], "need 50400 per shard", "lower --steps to 396")
+                   str(tmp_path)], "need 50400 per shard",
+                  "lower --steps to %d" % (50000 // NODES // 42))
     bad_inventory = tmp_path / "bad.yml"
     bad_inventory.write_text("all:\n  hosts:\n    n1: {address: [oops\n")
     _expect_error(["bench", "--inventory", str(bad_inventory), "--dry-run"], str(bad_inventory))
@@ -182,7 +183,7 @@ def test_bad_input_is_a_clear_error(provisioned, tmp_path):
 def test_preflight_names_a_busy_port_and_a_corrupt_shard(provisioned, tmp_path):
     import socket
     node2 = inventory.load("local").hosts[1]
-    shard = next(Path(node2.workdir).expanduser().glob("data/cifar10-*/shard-1-of-3.bin"))
+    shard = next(Path(node2.workdir).expanduser().glob("data/cifar10-*/shard-1-of-%d.bin" % NODES))
     backup = tmp_path / "shard.bak"
     shutil.copyfile(shard, backup)
     listener = socket.socket()
