@@ -246,7 +246,9 @@ def contention_blocks(probe):
                   "others running shares cores with them: %s."
              % (probe["probe_seconds"], probe["unit"], 100 * probe["threshold"],
                 "some do, so the run counts as sharing cores" if probe["shared"]
-                else "none does")),
+                else "none does") + (" Measured %d s before this run, for a run on the same "
+                                     "nodes, and taken again." % probe["reused_after"]
+                                     if probe.get("reused_after") is not None else "")),
             ("table", ["node", "alone", "all at once", "change", "steal time"], rows)]
 
 

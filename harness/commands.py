@@ -155,11 +155,11 @@ def _check_limit(expected, max_hours):
 
 
 def probe_contention(path, nodes, stack, cells):
-    """The contention probe on the run's nodes, kept in the manifest (a resume probes again:
-    the machine may have changed); the setup section and the verdicts read it."""
+    """The contention probe on the run's nodes (or one of the same nodes minutes ago), kept
+    in the manifest; the setup section and the verdicts read it."""
     env = stack.env(cells[0].framework)
     pythons = {n.name: env.python(n.path(n.host.env_root)) for n in nodes}
-    measured = contention.measure(nodes[:max(c.nodes for c in cells)], pythons)
+    measured = contention.measured_or_recent(nodes[:max(c.nodes for c in cells)], pythons)
     print(contention.describe(measured), flush=True)
     run = RunFolder(path)
     manifest = run.manifest()

@@ -8,20 +8,25 @@ hardware (VMs on an overcommitted host, cloud instances, containers, cgroup quot
 to more than the machine); this asks the hardware. Steal time, where the kernel reports it,
 is kept beside: a hypervisor's other guests show there.
 """
+import hashlib
 import json
 import shlex
 import threading
 import time
 
 from .errors import UserError
-from .paths import BENCH
+from .paths import BENCH, cache_dir
 
 PROBE_SECONDS = 1.0
-ROUNDS = 3           # alone, together, in turn: a drifting machine hits both alike; medians
+# A probe of the same nodes younger than this is taken again instead of run again: a layout
+# does not change in minutes, and runs back to back (verdict-check, fault-bench, the tests)
+# would spend 10-20 s each on it. The manifest says when it was measured.
+REUSE_SECONDS = 600
+ROUNDS = 5           # alone, together, in turn: a drifting machine hits both alike; medians
 # A node slower by more than this share with the others running shares cores with them.
 # Medians of 3 rounds here: 2 nodes pinned to a CPU each lost -1% to 3%; 3 nodes on 2 CPUs
 # lost 27-40%, a third as expected (docs/methodology.md). One round alone once read 17% on
-# the pinned nodes: hence the rounds.
+# the pinned nodes, and a 3-round probe in a CI run more than 15%: hence 5 rounds.
 SHARED_LOSS = 0.15
 
 
@@ -80,6 +85,26 @@ def measure(nodes, pythons, rounds=ROUNDS):
     return summarise(alone, together, steal, time.monotonic() - began)
 
 
+def measured_or_recent(nodes, pythons, now=None):
+    """The probe of these nodes, run now or taken from one run less than REUSE_SECONDS ago
+    (with `reused_after` seconds); kept in the cache either way."""
+    now = time.time() if now is None else now
+    key = hashlib.sha1(json.dumps([[n.name, n.host.address, n.host.connection, n.host.cpus,
+                                    n.host.vcpus, n.host.workdir, pythons[n.name]]
+                                   for n in nodes]).encode()).hexdigest()[:16]
+    path = cache_dir() / "contention" / ("%s.json" % key)
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = None
+    if kept and 0 <= now - kept["measured_at"] < REUSE_SECONDS:
+        return dict(kept, reused_after=round(now - kept["measured_at"]))
+    found = dict(measure(nodes, pythons), measured_at=now)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(found))
+    return found
+
+
 def summarise(alone, together, steal, seconds=0.0):
     """The figures per node (medians over the rounds) and the verdict."""
     per_node = {}
@@ -110,6 +135,8 @@ def describe(result):
     parts = ["%s %.0f alone, %s together" % (name, v["alone"], "%.0f (%+.0f%%)" % (
         v["together"], -100 * v["loss"]) if v["together"] is not None else "-")
         for name, v in sorted(result["nodes"].items())]
-    return "contention probe (%s, %.0f s): %s -> nodes %s cores" % (
-        result["unit"], result["seconds"], "; ".join(parts),
-        "SHARE" if result["shared"] else "do not share")
+    when = "%.0f s" % result["seconds"]
+    if result.get("reused_after") is not None:
+        when = "measured %d s ago on the same nodes, taken again" % result["reused_after"]
+    return "contention probe (%s, %s): %s -> nodes %s cores" % (
+        result["unit"], when, "; ".join(parts), "SHARE" if result["shared"] else "do not share")

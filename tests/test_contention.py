@@ -101,8 +101,37 @@ def measure(inventory_name):
 @pytest.mark.cluster
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="no node can own a CPU")
 def test_the_probe_finds_no_sharing_on_nodes_of_their_own(provisioned):
-    found = measure("local")
-    assert found["shared"] is False and found["worst_loss"] < contention.SHARED_LOSS
+    """One more measurement is allowed: this machine is a VM whose host moves its vCPUs."""
+    tries = [measure("local")]
+    if tries[0]["shared"]:
+        tries.append(measure("local"))
+    assert tries[-1]["shared"] is False, [contention.describe(t) for t in tries]
+    assert tries[-1]["worst_loss"] < contention.SHARED_LOSS
+
+
+class FakeHost:
+    def __init__(self, name, cpus):
+        self.address, self.connection, self.cpus, self.vcpus = "127.0.0.1", "local", cpus, 1
+        self.workdir = "/w/" + name
+
+
+def test_a_recent_probe_of_the_same_nodes_is_taken_again(monkeypatch, tmp_path):
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
+    runs = []
+    monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or probe(
+        445.0))
+    nodes = [type("N", (), {"name": n, "host": FakeHost(n, c)})() for n, c in (("a", "0"),
+                                                                                 ("b", "1"))]
+    pythons = {"a": "/env/python", "b": "/env/python"}
+    first = contention.measured_or_recent(nodes, pythons, now=1000.0)
+    again = contention.measured_or_recent(nodes, pythons, now=1599.0)
+    assert len(runs) == 1 and "reused_after" not in first and again["reused_after"] == 599
+    assert again["nodes"] == first["nodes"] and again["measured_at"] == 1000.0
+    assert "measured 599 s ago on the same nodes" in contention.describe(again)
+    contention.measured_or_recent(nodes, pythons, now=1601.0)  # too old: measured again
+    nodes[1].host.cpus = "0"  # another layout: measured again
+    contention.measured_or_recent(nodes, pythons, now=1602.0)
+    assert len(runs) == 3
 
 
 @pytest.mark.cluster
