@@ -37,3 +37,43 @@ def test_parameter_counts_agree_across_frameworks(provisioned, capsys):
     # the paper's orders of magnitude (Table II): ResNet-18 about 11M, ResNet-50 about 25M
     assert 10.5e6 < table["pytorch"]["resnet18"]["10"] < 12e6
     assert 23e6 < table["pytorch"]["resnet50"]["10"] < 26e6
+
+
+PADDING_CHECK = """
+import json, numpy as np, tensorflow as tf
+from bench.tensorflow import models
+out = {}
+for network, size in (("lenet5", 32), ("alexnet", 64), ("resnet18", 32), ("resnet50", 32)):
+    tf.random.set_seed(1)
+    fast = models.build(network, 10, size)
+    models.EXPLICIT_PADDING = True
+    explicit = models.build(network, 10, size)
+    models.EXPLICIT_PADDING = False
+    explicit.set_weights(fast.get_weights())
+    x = np.random.RandomState(0).standard_normal((4, size, size, 3)).astype("float32")
+    same = []
+    for training in (False, True):
+        outputs = []
+        for model in (fast, explicit):
+            tf.random.set_seed(2)  # the same dropout masks
+            outputs.append(model(x, training=training).numpy())
+        same.append(bool(np.array_equal(*outputs)))
+    out[network] = {"identical": same, "layers": [len(fast.layers), len(explicit.layers)]}
+print(json.dumps(out))
+"""
+
+
+def test_tensorflow_same_padding_gives_the_explicit_padding_outputs_bit_for_bit(provisioned):
+    """The fast form (`same` at stride 1) computes what the explicit ZeroPadding2D form did,
+    bit for bit, in inference and in training mode; and it has fewer layers (the pads gone)."""
+    host = inventory.load("local").hosts[0]
+    python = stacks.load("current").env("tensorflow").python(os.path.expanduser(host.env_root))
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_USE_LEGACY_KERAS="1",
+               TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run([python, "-c", PADDING_CHECK], env=env, check=True,
+                         capture_output=True, text=True, timeout=600).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    for network, row in result.items():
+        assert row["identical"] == [True, True], (network, row)
+    assert result["resnet18"]["layers"][0] < result["resnet18"]["layers"][1]
+    assert result["lenet5"]["layers"][0] == result["lenet5"]["layers"][1]
