@@ -31,10 +31,27 @@ def _user_errors(function):
     return wrapper
 
 
+def _listed():
+    """What the help texts list, read from the repository (stacks/, inventory/, the profiles
+    and benchmarks), so that they cannot lag behind it."""
+    from harness import inventory, matrix
+    from harness.paths import STACKS
+    files = sorted(p.stem for p in inventory.INVENTORIES.glob("*.yml"))
+    return SimpleNamespace(
+        stacks=", ".join(sorted(p.stem for p in STACKS.glob("*.yml"))),
+        inventories=", ".join(files + ["%s (written by `%s`)" % (name, how) for name, how
+                                       in sorted(inventory.GENERATED.items())
+                                       if name not in files]),
+        benchmarks=",".join(matrix.BENCHMARKS),
+        profile_steps=", ".join("%s %d" % (name, spec["profile_steps"])
+                                for name, spec in matrix.PROFILES.items()))
+
+
+LISTED = _listed()
 COMMON = {
-    "inventory": "inventory name in inventory/ (local, netns, vagrant) or a path to an "
-                 "Ansible YAML inventory [invoke.yaml: local]",
-    "stack": "version set in stacks/ (current, paper) [invoke.yaml: current]",
+    "inventory": "inventory name in inventory/ (%s) or a path to an Ansible YAML inventory "
+                 "[invoke.yaml: local]" % LISTED.inventories,
+    "stack": "version set in stacks/ (%s) [invoke.yaml: current]" % LISTED.stacks,
     "profile": "smoke (the five system-modes on LeNet-5, 12 steps), quick (all 30 cells, 30 "
                "steps), verdict (all 30 cells, each until its mean step is known to +-2%: a "
                "projection of paper) or paper (Tables III-IV: 396 steps x 10 epochs) "
@@ -66,7 +83,7 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                       ".attempts/)",
                 dry_run="print the cells, their estimates and each node's script as the run will "
                         "write it; change nothing on any node",
-                benchmarks="comma-separated subset, e.g. lenet5-cifar10,resnet18-cifar100",
+                benchmarks="comma-separated subset of: %s" % LISTED.benchmarks,
                 systems="comma-separated subset of: %s" % ",".join(registry.systems()),
                 epochs="override the profile's epochs",
                 steps="override the profile's steps per epoch",
@@ -77,7 +94,7 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                 network="emulated cluster only: run the cells at each link setting, e.g. "
                         "50mbit,1gbit,10gbit (reshaped between settings, recorded per cell)",
                 profile_steps="profiled steps per cell after the timed ones, for the operator "
-                              "profiles (0: none) [smoke 5, quick 10, paper 20]",
+                              "profiles (0: none) [%s]" % LISTED.profile_steps,
                 max_hours="refuse to start a plan expected to take longer (estimates from "
                           "earlier runs or `invoke estimate`; see --dry-run)",
                 partition="--inventory slurm outside an allocation: ask Slurm for one in "

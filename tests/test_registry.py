@@ -115,3 +115,22 @@ def test_a_run_carries_its_own_entries_to_the_analysis():
                                                  communication="parameter-server")}}
     assert registry.system("pytorch-sync", manifest)["communication"] == "parameter-server"
     assert registry.system("pytorch-sync")["communication"] == "all-reduce"
+
+
+def test_the_help_texts_list_what_the_repository_holds():
+    """`invoke --help bench` names every stack in stacks/, every inventory in inventory/, every
+    benchmark and every profile's profiled steps: they are read from the files, not written
+    by hand."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "invoke", "--help", "bench"], cwd=str(REPO),
+                         capture_output=True, text=True, check=True).stdout
+    flat = re.sub(r"\s+", " ", out).replace("- ", "-")
+    for stack in (REPO / "stacks").glob("*.yml"):
+        assert stack.stem in flat, stack.stem
+    for inventory in (REPO / "inventory").glob("*.yml"):
+        assert inventory.stem in flat, inventory.stem
+    for benchmark in matrix.BENCHMARKS:
+        assert benchmark in flat, benchmark
+    for name, spec in matrix.PROFILES.items():
+        assert "%s %d" % (name, spec["profile_steps"]) in flat, name
