@@ -51,7 +51,9 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, opt
         todo = cells
     run_id = run_id or collect.new_run_id()
     basis = estimate.history(results, inv.name, stack.name)
-    expected = estimate.plan_seconds(todo, basis)
+    # before this run's probe, the newest probe of the same nodes gives the prior
+    expected = estimate.plan_seconds(todo, basis, todo and contention.last_measured(
+        *probe_nodes(nodes, stack, todo)))
     if dry_run:
         return _dry_run(todo, run_id, nodes, stack, expected)
     _check_limit(expected, max_hours)
@@ -66,8 +68,9 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, opt
         resume.prepare(path, todo, nodes)
     else:
         _start_run(path, inv, stack, profile, cells, options)
-    probe_contention(path, nodes, stack, todo)
-    print(estimate.describe(*expected)[-1], flush=True)
+    probe = probe_contention(path, nodes, stack, todo)
+    expected = estimate.plan_seconds(todo, basis, probe)  # a cell never run: a prior
+    print(estimate.summary(*expected), flush=True)
     return _run_cells(path, run_id, todo, nodes, stack, options["timeout"], fail_fast,
                       expected[0], basis)
 
@@ -157,14 +160,20 @@ def _check_limit(expected, max_hours):
 def probe_contention(path, nodes, stack, cells):
     """The contention probe on the run's nodes (or one of the same nodes minutes ago), kept
     in the manifest; the setup section and the verdicts read it."""
-    env = stack.env(cells[0].framework)
-    pythons = {n.name: env.python(n.path(n.host.env_root)) for n in nodes}
-    measured = contention.measured_or_recent(nodes[:max(c.nodes for c in cells)], pythons)
+    measured = contention.measured_or_recent(*probe_nodes(nodes, stack, cells))
     print(contention.describe(measured), flush=True)
     run = RunFolder(path)
     manifest = run.manifest()
     manifest["contention"] = measured
     run.write_manifest(manifest)
+    return measured
+
+
+def probe_nodes(nodes, stack, cells):
+    """(the nodes the cells use, node name -> the python the probe runs under)."""
+    env = stack.env(cells[0].framework)
+    used = nodes[:max(c.nodes for c in cells)]
+    return used, {n.name: env.python(n.path(n.host.env_root)) for n in used}
 
 
 def _start_run(path, inv, stack, profile, cells, options):
@@ -283,7 +292,8 @@ def _dry_run(cells, run_id, nodes, stack, expected):
         print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s%s"
               % (cell.id, cell.system, cell.nodes, cell.epochs, cell.steps_per_epoch,
                  cell.local_batch, cell.data, ", links %s" % cell.link if cell.link else ""))
-    print("\n".join(["expected durations (from earlier runs on this inventory and stack):"]
+    print("\n".join(["expected durations (from earlier runs on this inventory and stack, or a "
+                     "prior from the newest contention probe of these nodes):"]
                     + estimate.describe(*expected)))
     for cell in cells:
         shards = {"id": datasets.dataset_id(cell.dataset, cell.data),

@@ -89,20 +89,29 @@ def measured_or_recent(nodes, pythons, now=None):
     """The probe of these nodes, run now or taken from one run less than REUSE_SECONDS ago
     (with `reused_after` seconds); kept in the cache either way."""
     now = time.time() if now is None else now
-    key = hashlib.sha1(json.dumps([[n.name, n.host.address, n.host.connection, n.host.cpus,
-                                    n.host.vcpus, n.host.workdir, pythons[n.name]]
-                                   for n in nodes]).encode()).hexdigest()[:16]
-    path = cache_dir() / "contention" / ("%s.json" % key)
-    try:
-        kept = json.loads(path.read_text())
-    except (OSError, ValueError):
-        kept = None
+    path = _kept_path(nodes, pythons)
+    kept = last_measured(nodes, pythons)
     if kept and 0 <= now - kept["measured_at"] < REUSE_SECONDS:
         return dict(kept, reused_after=round(now - kept["measured_at"]))
     found = dict(measure(nodes, pythons), measured_at=now)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(found))
     return found
+
+
+def last_measured(nodes, pythons):
+    """The newest probe of these nodes, however old (a dry run's prior), or None."""
+    try:
+        return json.loads(_kept_path(nodes, pythons).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _kept_path(nodes, pythons):
+    key = hashlib.sha1(json.dumps([[n.name, n.host.address, n.host.connection, n.host.cpus,
+                                    n.host.vcpus, n.host.workdir, pythons[n.name]]
+                                   for n in nodes]).encode()).hexdigest()[:16]
+    return cache_dir() / "contention" / ("%s.json" % key)
 
 
 def summarise(alone, together, steal, seconds=0.0):

@@ -8,12 +8,27 @@ profiled steps, teardown), the cell is scaled to the planned steps:
     expected = start-up + planned steps x wall step + the rest
 
 The verdict profile's planned steps are its ceiling: its estimate is an upper bound.
+
+A cell that has never run has a prior instead: the figures of a first run on this machine
+(PRIOR_*), scaled by how fast the nodes ran the contention probe against this machine's
+nodes. It is said to be a prior, and rough (PRIOR_FACTOR either way); the cells' own times
+replace it as soon as the cells have run once.
 """
 from dataclasses import dataclass
 
 from . import runfolder
 
 ESTIMATE_STEPS = 8  # `invoke estimate`: steps per cell (warm-up 2 included)
+
+# The prior's figures: the verdict run 20261124-014642 on this project's 2-core machine (2
+# own-core local nodes, 1 thread each, current stack), whose nodes ran the probe at PRIOR_SPEED
+PRIOR_SPEED = 470.0  # contention probe: kernel chunks per second per node, alone
+PRIOR_STARTUP = {"tensorflow": 8.0, "pytorch": 4.0, "mxnet": 5.0}  # s, median per framework
+PRIOR_STEP = {"lenet5": 0.02, "alexnet": 0.5, "resnet18": 0.3, "resnet50": 0.7}  # s, median
+PRIOR_REST_STEPS = 2  # the rest of a cell (calibration, profiled steps), in profiled steps
+PRIOR_REST = 3.0  # s: teardown and result files
+PRIOR_FACTOR = 2.0  # how far off a prior may be, either way
+PRIOR = "prior"  # the run id of a prior's Basis
 
 
 @dataclass
@@ -52,11 +67,24 @@ def history(results, inventory_name, stack_name):
     return found
 
 
-def plan_seconds(cells, basis):
-    """[(cell, seconds or None, run id of the basis or None)] and the total of the known."""
+def prior(cell, probe):
+    """The Basis of a cell that has never run, from the contention probe of its nodes (the
+    slowest node's speed alone); None without a probe."""
+    speeds = [v["alone"] for v in ((probe or {}).get("nodes") or {}).values() if v.get("alone")]
+    if not speeds:
+        return None
+    scale = PRIOR_SPEED / min(speeds)
+    step = PRIOR_STEP[cell.network] * scale
+    return Basis(PRIOR, PRIOR_STARTUP[cell.framework] * scale, step,
+                 PRIOR_REST + PRIOR_REST_STEPS * cell.profile_steps * step)
+
+
+def plan_seconds(cells, basis, probe=None):
+    """[(cell, seconds or None, run id of the basis or PRIOR or None)] and the total of the
+    known; with the nodes' contention probe, a cell without a basis gets a prior."""
     rows = []
     for cell in cells:
-        found = basis.get(key(cell.settings))
+        found = basis.get(key(cell.settings)) or prior(cell, probe)
         rows.append((cell, found.seconds(cell) if found else None,
                      found.run_id if found else None))
     return rows, sum(s for _, s, _ in rows if s is not None)
@@ -66,14 +94,26 @@ def describe(rows, total):
     """Lines for the dry run: each cell's expected duration and its basis, then the total."""
     lines = []
     for cell, seconds, run_id in rows:
-        lines.append("  %-55s %s" % (cell.id, "%s (basis: run %s)" % (duration(seconds), run_id)
+        basis = "a prior" if run_id == PRIOR else "run %s" % run_id
+        lines.append("  %-55s %s" % (cell.id, "%s (basis: %s)" % (duration(seconds), basis)
                                      if seconds is not None else "no basis yet"))
+    return lines + [summary(rows, total)]
+
+
+def summary(rows, total):
+    """One line: the expected total, what it rests on, and the cells it cannot tell."""
     unknown = sum(1 for _, s, _ in rows if s is None)
-    lines.append("expected: %s for %d of %d cell(s)%s" % (
-        duration(total), len(rows) - unknown, len(rows),
-        "; %d without a basis: `invoke estimate` times a few steps of each" % unknown
-        if unknown else ""))
-    return lines
+    priors = [s for _, s, run_id in rows if run_id == PRIOR]
+    line = "expected: %s for %d of %d cell(s)" % (duration(total), len(rows) - unknown,
+                                                  len(rows))
+    if priors:
+        line += " (%d from a prior: %s, this machine's first-run figures scaled by the " \
+                "contention probe, may be off %gx either way; %d from earlier runs)" % (
+                    len(priors), duration(sum(priors)), PRIOR_FACTOR,
+                    len(rows) - unknown - len(priors))
+    if unknown:
+        line += "; %d without a basis: `invoke estimate` times a few steps of each" % unknown
+    return line
 
 
 def duration(seconds):

@@ -54,6 +54,34 @@ def test_cells_without_a_basis_are_named(tmp_path):
     assert "1 without a basis: `invoke estimate`" in estimate.describe(rows, total)[-1]
 
 
+def probe(*speeds):
+    return {"nodes": {"node%d" % (i + 1): {"alone": v} for i, v in enumerate(speeds)}}
+
+
+def test_a_cell_never_run_gets_a_prior_scaled_by_the_slowest_node(tmp_path, monkeypatch):
+    """A first run: with the nodes' probe, every cell without a basis gets the prior's
+    figures, scaled by the slowest node's probe speed against the prior's machine; a cell
+    with a basis keeps it; without a probe nothing is guessed."""
+    earlier_run(tmp_path, "new")
+    monkeypatch.setattr(estimate, "PRIOR_SPEED", 400.0)
+    monkeypatch.setitem(estimate.PRIOR_STEP, "lenet5", 0.02)
+    monkeypatch.setitem(estimate.PRIOR_STARTUP, "mxnet", 5.0)
+    quick = matrix.plan("quick", 3, systems="pytorch-sync,mxnet-sync",
+                        benchmarks="lenet5-cifar10")  # 30 steps, 10 profiled
+    history = estimate.history(tmp_path, "local", "current")
+    rows, total = estimate.plan_seconds(quick, history, probe(800.0, 200.0, 400.0))
+    assert [r[2] for r in rows] == ["new", estimate.PRIOR]
+    # half this machine's speed: start-up 5 x 2, 30 steps x 0.04, rest 3 + 2 x 10 x 0.04
+    assert rows[1][1] == pytest.approx(10 + 30 * 0.04 + 3 + 0.8)
+    assert total == pytest.approx(rows[0][1] + rows[1][1])
+    line = estimate.summary(rows, total)
+    assert "(1 from a prior: 15 s," in line and "off 2x either way; 1 from earlier runs)" in line
+    assert "without a basis" not in line
+    assert estimate.describe(rows, total)[1].endswith("(basis: a prior)")
+    unknown, _ = estimate.plan_seconds(quick, history, {"nodes": {}})
+    assert unknown[1][1] is None
+
+
 def test_max_hours_refuses_a_plan_too_long_or_unknown(tmp_path):
     earlier_run(tmp_path, "new")
     paper = matrix.plan("paper", 3, systems="pytorch-sync", benchmarks="lenet5-cifar10")
