@@ -60,7 +60,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     summary["against_paper"] = [d["text"] for d in bed["deviations"]
                                 if d["key"] in ("nodes", "threads", "shared_cores")]
     fig3 = figure(figures.execution_time(main, out / "fig3_execution_time", planned))
-    blocks += execution_section(fig3, groups)
+    blocks += execution_section(fig3, groups, manifest)
     blocks += loading_note(bed)
     for benchmark in dict.fromkeys(main.benchmark):
         stem = "%s_breakdown_%s" % (figures.BREAKDOWN_FIGURES.get(benchmark, "fig"), benchmark)
@@ -260,7 +260,45 @@ def loading_note(bed):
                   "below are the first epoch's." % testbed.caching_note())]
 
 
-def execution_section(fig3, groups):
+# an interval wider than this either way (half-width / value) says nothing about the claims
+WIDE_INTERVAL = 0.25
+
+
+def interval_flag(g):
+    """'' or why a group's paper-scale interval is too wide to judge anything by."""
+    if g.ci_low != g.ci_low or not g.execution_seconds:
+        return ""
+    half = (g.ci_high - g.ci_low) / 2.0 / g.execution_seconds
+    if half <= WIDE_INTERVAL:
+        return ""
+    return "interval +-%.0f%%: too few steps to say anything" % (100 * half)
+
+
+def coordinator_note(groups, manifest):
+    """Where a coordinator times the steps: which of its two step times the execution time
+    uses, why, and how far apart they lie."""
+    rows = [g for g in groups.itertuples() if g.wall_step == g.wall_step and g.step == g.step
+            and consistency.coordinator_timed(g.system, manifest)]
+    if not rows:
+        return []
+    gaps = "; ".join("%s %s: %.4f s against %.4f s (%.1fx)" % (
+        g.benchmark, g.system, g.wall_step, g.step, g.wall_step / g.step) for g in rows
+        if g.step)
+    return [("p", "Two step times of a coordinator-timed system-mode (registry `timed_by`: "
+                  "tensorflow-async). The steady s/step is the chief's: the interval between "
+                  "closures it gets back, times the workers, i.e. the time one worker's step "
+                  "takes as the job sees it. The phase columns are a worker's own closure, on "
+                  "its clock, from its first read of the batch to the gradients applied on the "
+                  "parameter servers. The execution time uses the first, because a training "
+                  "job ends when the chief has every closure back: the difference is the "
+                  "coordinator's dispatch (scheduling a closure, its RPC to a worker, fetching "
+                  "its result), which the breakdown counts as communication. A parameter-server "
+                  "coordinator's step can only be longer than a worker's closure (check "
+                  "wall_vs_closures, ratio >= 0.85); by how much depends on the CPU the chief "
+                  "gets beside the workers. Here: " + gaps + ".")]
+
+
+def execution_section(fig3, groups, manifest=None):
     rows = []
     for g in groups.itertuples():
         rows.append([g.benchmark, g.system, g.link or "-", g.status,
@@ -270,7 +308,9 @@ def execution_section(fig3, groups):
                      "-" if g.ci_low != g.ci_low else "%.1f - %.1f" % (g.ci_low, g.ci_high),
                      ("projected" if g.projected else "measured")
                      + (", stopped at %s" % g.stop if g.stop else ""),
-                     _num(g.cv, "%.1f%%", 100), "CV > 5%" if g.unstable else ""]
+                     _num(g.cv, "%.1f%%", 100),
+                     "; ".join(f for f in ("CV > 5%" if g.unstable else "", interval_flag(g))
+                               if f)]
                     + [_num(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
                     + [_num(g.peak_rss_mb, "%.0f")])
     return [("h2", "Execution time (cf. paper Fig. 3)"), ("img", fig3, "Fig. 3: execution time"),
@@ -286,7 +326,7 @@ def execution_section(fig3, groups):
             ("table", ["benchmark", "system", "links", "status", "ok/repeats",
                        "measured loop s", "start-up s", "steady s/step", "paper-scale s",
                        "95% interval", "how", "CV", "flag"] + PHASE_COLUMNS + ["peak RSS MB"],
-             rows),
+             rows)] + coordinator_note(groups, manifest) + [
             ("h2", "Breakdown of execution time (cf. paper Figs. 4, 6, 8, 9)"),
             ("p", "Seconds per phase over the paper's run: start-up once, loading, forward and "
                   "backward at their per-step means x " + STEADY + " steps, communication the "
@@ -300,7 +340,8 @@ def consistency_section(out, records, groups, table, manifest, net=None):
     failed = checks[~checks.ok]
     blocks = [("h2", "Internal consistency"),
               ("p", "Checked in every analysis: Fig. 3 against the breakdown's sum; the steady "
-                    "wall step against the phase timers' step; profiled forward and backward "
+                    "wall step against the phase timers' step (for a coordinator: against a "
+                    "worker's closure); profiled forward and backward "
                     "operator time against the calibrated forward and backward, per system-mode; "
                     "each operator table per worker (a worker's compute operators cannot take "
                     "longer than its profiled step); the bytes each node sent per step against "

@@ -433,3 +433,36 @@ def test_the_report_says_when_the_roles_ran_as_slurm_job_steps():
     plain = str(report.provenance({"inventory": {"name": "local", "hosts": [
         dict(hosts[0], connection="local")]}}))
     assert "launched through Slurm" not in plain
+
+
+def test_a_coordinators_step_is_checked_against_its_workers_closures(tmp_path):
+    """tensorflow-async: the chief's step 15x a worker's closure passes wall_vs_closures (the
+    gap is dispatch) and the report says which step the execution time uses; a chief's step
+    shorter than the closures fails it; pytorch-sync keeps wall_vs_timers and its 15% band."""
+    def spec(system, ratio):
+        step = 100.0 / 3960
+        return fixtures.cell("lenet5-cifar10", system, 100.0, wall_step=step,
+                             phases={p: step / ratio / 4 for p in tidy.PHASES})
+    run = fixtures.write_run(tmp_path, [spec("tensorflow-async", 15.0),
+                                        spec("pytorch-sync", 15.0)])
+    groups = groups_of(run)
+    rows = {r["system"]: r for r in consistency.wall_vs_timers(groups)}
+    assert rows["tensorflow-async"]["check"] == "wall_vs_closures"
+    assert rows["tensorflow-async"]["ratio"] == pytest.approx(15.0)
+    assert rows["tensorflow-async"]["ok"] and rows["tensorflow-async"]["accepted"] == ">= 0.85"
+    assert rows["pytorch-sync"]["check"] == "wall_vs_timers" and not rows["pytorch-sync"]["ok"]
+    (note,) = report.coordinator_note(groups, None)
+    assert "lenet5-cifar10 tensorflow-async: 0.0253 s against 0.0017 s (15.0x)" in note[1]
+    assert "pytorch-sync" not in note[1]
+    run = fixtures.write_run(tmp_path / "b", [spec("tensorflow-async", 0.5)])
+    (row,) = consistency.wall_vs_timers(groups_of(run))
+    assert not row["ok"] and row["ratio"] == pytest.approx(0.5)
+
+
+def test_an_interval_too_wide_to_say_anything_is_flagged():
+    from types import SimpleNamespace as Row
+    smoke = Row(execution_seconds=1354.0, ci_low=258.0, ci_high=3494.0)
+    assert report.interval_flag(smoke) == "interval +-119%: too few steps to say anything"
+    assert report.interval_flag(Row(execution_seconds=100.0, ci_low=98.0, ci_high=102.0)) == ""
+    assert report.interval_flag(Row(execution_seconds=100.0, ci_low=float("nan"),
+                                    ci_high=float("nan"))) == ""
