@@ -292,6 +292,31 @@ def verdict_check(c, inventory=None, stack=None, systems=None, benchmark="lenet5
     validation.run(o.inventory, o.stack, o.results, systems=systems, benchmark=benchmark)
 
 
+@task(name="same-math", help={
+    "inventory": COMMON["inventory"], "stack": COMMON["stack"],
+    "systems": "comma-separated subset of system-modes [all five]",
+    "results": "results folder [invoke.yaml: results]",
+    "benchmark": "lenet5-cifar10 (the check CI runs) or resnet18-cifar10 / resnet50-cifar10 "
+                 "(minutes) [lenet5-cifar10]",
+    "plant": "put in one error on purpose, which the check must catch (a test of the "
+             "check): one of mxnet-server-lr-x3, pytorch-momentum-off, "
+             "tensorflow-dense-not-transposed"})
+@_user_errors
+def same_math(c, inventory=None, stack=None, systems=None, results=None, plant="",
+              benchmark="lenet5-cifar10"):
+    """Check: the five system-modes train a network for 30 steps from the same weights and
+    batches; losses and weights must agree across frameworks. Exits 1 when they do not."""
+    from selfcheck import samemath
+    o = _options(c, inventory=inventory, stack=stack, results=results)
+    if plant and plant not in samemath.PLANTED:
+        raise Exit("error: unknown --plant %r; use one of %s"
+                   % (plant, ", ".join(samemath.PLANTED)), code=2)
+    found = samemath.run(o.inventory, o.stack, o.results, benchmark=benchmark, systems=systems,
+                         planted=plant)
+    if not found["ok"]:
+        raise Exit("same-math: the frameworks' arithmetic differs (above)", code=1)
+
+
 @task(name="stack-envs", help={"stack": "one stack (default: every stack in stacks/)"})
 @_user_errors
 def stack_envs(c, stack=None):
@@ -339,6 +364,6 @@ def cluster_status(c):
 
 
 ns = Collection(provision, bench, estimate, collect, analyze, compare, reproduce, overhead,
-                crosscheck, verdict_check, artifact,
+                crosscheck, verdict_check, same_math, artifact,
                 analysis_bench, fault_bench, slurm_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))

@@ -215,7 +215,8 @@ def setup_section(bed):
              "Python: %s (paper %s)" % ("/".join(bed["python"]) or "?", paper["python"]),
              "data: %s (paper: %s)" % ("/".join(bed["data"]) or "?", paper["data"]),
              "steps per worker: %s (paper: %d epochs x %d = %d)"
-             % (steps, paper["epochs"], paper["steps_per_epoch"], bed["steps"]["paper"])]
+             % (steps, paper["epochs"], paper["steps_per_epoch"], bed["steps"]["paper"]),
+             "same arithmetic in every framework: %s" % bed["same_math"]]
     blocks = [("h2", "The setup beside the paper's"), ("list", facts),
               ("table", ["machine's nodes", "logical CPUs", "physical cores",
                          "compute threads given", "CPU affinity", "cores shared", "memory MB"],

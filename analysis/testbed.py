@@ -32,9 +32,29 @@ def describe(manifest, paper=None):
              "python": sorted(_pythons(manifest)), "data": _data(manifest),
              "steps": _steps(manifest, paper), "paper": paper,
              "layout": (manifest.get("inventory") or {}).get("layout") or "",
-             "contention": probe}
+             "contention": probe, "same_math": same_math_text(manifest)}
     setup["deviations"] = deviations(setup, paper)
     return setup
+
+
+def same_math_text(manifest):
+    """Whether the frameworks' arithmetic was checked on this run's stack (`invoke
+    same-math`), when, and with what outcome."""
+    stack = (manifest.get("stack") or {}).get("name") or "?"
+    record = manifest.get("same_math")
+    if not record:
+        return "not checked for the %s stack (`invoke same-math --stack %s`)" % (stack, stack)
+    if record.get("ok"):
+        return "passed for the %s stack on %s (largest loss difference between frameworks " \
+               "%.1e; run %s)" % (stack, record.get("when"),
+                                  record.get("largest_loss_difference") or 0.0,
+                                  record.get("run"))
+    parted = "; ".join("%s %s at step %s, layer %s" % (p["system"], p["what"], p["step"],
+                                                        p["layer"])
+                       for p in record.get("parted") or []) or \
+        "; ".join(record.get("failed") or []) or "see the run"
+    return "FAILED for the %s stack on %s: %s (run %s)" % (stack, record.get("when"), parted,
+                                                          record.get("run"))
 
 
 def _nodes(manifest):

@@ -11,7 +11,7 @@ import registry
 from . import runfolder
 from .clusters import sacct
 from .errors import UserError
-from .paths import REPO
+from .paths import REPO, cache_dir
 from .runfolder import RunFolder, read_json
 
 RESULTS_FORMAT = 1  # bump when the layout of results/<run-id>/ changes incompatibly
@@ -64,7 +64,21 @@ def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
         # what the analysis needs to know of each system-mode, as this run knew it
         "systems": registry.for_manifest(c.system for c in cells),
         "started": time.time(),
+        "same_math": same_math_record(stack.name),
     })
+
+
+def same_math_path(stack_name):
+    """Where `invoke same-math` keeps its newest verdict for a stack (the report says it)."""
+    return cache_dir() / "same-math" / ("%s.json" % stack_name)
+
+
+def same_math_record(stack_name):
+    """The newest same-math verdict for this stack ({ok, when, run, ...}) or None."""
+    try:
+        return json.loads(same_math_path(stack_name).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def keep_slurm_accounting(path):

@@ -16,12 +16,12 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
           repeats=1, network=None, node_counts=None, fail_fast=False, retry_failed=False,
           force=False, profile_steps=None, max_hours=None, partition=None, sbatch=False,
-          submit=False):
+          submit=False, planted=""):
     """partition, sbatch, submit: --inventory slurm from outside an allocation
-    (harness/clusters/slurm_jobs.py)."""
+    (harness/clusters/slurm_jobs.py); planted: the same-math check's planted error."""
     options = {"benchmarks": benchmarks, "systems": systems, "epochs": epochs, "steps": steps,
                "data": data, "timeout": timeout, "repeats": repeats, "network": network,
-               "nodes": node_counts, "profile_steps": profile_steps}
+               "nodes": node_counts, "profile_steps": profile_steps, "planted": planted}
     if sbatch or submit or (partition and not os.environ.get("SLURM_JOB_ID")):
         slurm = SlurmRequest(inventory_name, stack_name, profile, results, run_id, options,
                              {"fail_fast": fail_fast, "retry_failed": retry_failed,
@@ -82,7 +82,8 @@ def plan_cells(profile, hosts, options, networks=None):
                        steps=options["steps"], data=options["data"],
                        repeats=options["repeats"] or 1, networks=networks,
                        node_counts=provision.node_counts(options["nodes"], hosts),
-                       profile_steps=options["profile_steps"])
+                       profile_steps=options["profile_steps"],
+                       planted=options.get("planted"))
 
 
 CRASH = re.compile(r"exited with (134|139)\b")  # 128 + SIGABRT, 128 + SIGSEGV

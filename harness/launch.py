@@ -91,7 +91,8 @@ def prepare(cell, run_id, nodes, stack, shards):
             worker_nodes=[n.name for n in used], sharing=sharing(cell, nodes, node),
             profiler_services=layout.profiler_services(cell, nodes),
             profiler_port=layout.profiler_port(cell, node, role),
-            subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes))
+            subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),
+            init_checksum=init_checksum(cell, shards["classes"]))
         variables = dict(config, system=cell.system, code_dir=workdir + "/code",
                          lease_seconds=LEASE_SECONDS,
                          python=python_rel.python(node.path(host.env_root)),
@@ -100,6 +101,16 @@ def prepare(cell, run_id, nodes, stack, shards):
                                  script=template.render(**variables), config=config,
                                  service=role in system.get("services", ())))
     return processes
+
+
+def init_checksum(cell, classes):
+    """The same-math check: the checksum of the initial weights the controller wrote
+    (harness/samemath.py), which every trainer rebuilds and checks; "" otherwise."""
+    if not cell.math:
+        return ""
+    from bench.common import samemath
+    return samemath.checksum(samemath.initial_weights(cell.network, classes,
+                                                      TRAINING["seed"]))
 
 
 def sharing(cell, nodes, node):

@@ -39,6 +39,10 @@ PROFILES = {
     "verdict": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 2,
                 "steps": 40, "warmup": 5, "data": "real", "profile_steps": 10,
                 "precision": 0.02, "max_epochs": 4},
+    # the same-math check (harness/samemath.py): 30 steps from one set of weights and one
+    # batch order in every system-mode; losses and final weights compared, no timing
+    "math": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
+             "steps": 30, "warmup": 2, "data": "synthetic", "profile_steps": 0, "math": True},
     # every system-mode, about 10 steps: a check that everything runs, not a measurement
     "smoke": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
               "steps": 12, "warmup": 2, "data": "synthetic", "profile_steps": 5},
@@ -67,6 +71,10 @@ class Cell:
     # and `max_epochs` epochs, each over the first steps_per_epoch x local_batch images
     precision: float = 0.0  # 0: exactly epochs x steps_per_epoch steps
     max_epochs: int = 0
+    # the same-math check (harness/samemath.py): canonical weights and batch order, losses and
+    # final weights kept; planted: an error put in on purpose, which the check must catch
+    math: bool = False
+    planted: str = ""
 
     @property
     def settings(self):
@@ -76,7 +84,7 @@ class Cell:
     def config_hash(self):
         settings = self.settings
         del settings["profile_steps"]  # run after the timed steps: it changes no measurement
-        for optional in ("link", "precision", "max_epochs"):
+        for optional in ("link", "precision", "max_epochs", "math", "planted"):
             if not settings[optional]:
                 del settings[optional]  # ids of cells without them stay what they were
         text = json.dumps(settings, sort_keys=True)
@@ -107,7 +115,7 @@ class Cell:
 
 
 def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None, data=None,
-         repeats=1, networks=None, node_counts=None, profile_steps=None):
+         repeats=1, networks=None, node_counts=None, profile_steps=None, planted=""):
     """Cells of a profile, filtered and overridden by the user's options, in run order."""
     if profile not in PROFILES:
         raise UserError("unknown profile %r" % profile, "use one of: %s" % ", ".join(PROFILES))
@@ -131,7 +139,8 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
                         data=data or spec["data"],
                         profile_steps=spec["profile_steps"] if profile_steps is None
                         else profile_steps, precision=spec.get("precision", 0.0),
-                        max_epochs=spec.get("max_epochs", 0))
+                        max_epochs=spec.get("max_epochs", 0),
+                        math=spec.get("math", False), planted=planted or "")
             cells.append(base)
     # repeats interleaved (the whole matrix, then again): slow drift of the machine spreads
     # over every cell instead of biasing one

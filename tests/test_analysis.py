@@ -404,7 +404,7 @@ def test_a_verdict_run_says_how_many_steps_it_may_run_and_how_it_projects():
     assert texts[0].startswith("30 steps per worker")
     assert texts[1].startswith("up to 160 steps per worker (the verdict profile")
     facts = report.setup_section(bed)[1][1]
-    assert "steps per worker: 1 epoch(s) x 30 = 30, 2-4 epochs x 40 = up to 160" in facts[-1]
+    assert "steps per worker: 1 epoch(s) x 30 = 30, 2-4 epochs x 40 = up to 160" in facts[-2]
 
 
 def test_a_cell_stopped_at_the_ceiling_names_its_noisiest_process(tmp_path):
@@ -466,3 +466,20 @@ def test_an_interval_too_wide_to_say_anything_is_flagged():
     assert report.interval_flag(Row(execution_seconds=100.0, ci_low=98.0, ci_high=102.0)) == ""
     assert report.interval_flag(Row(execution_seconds=100.0, ci_low=float("nan"),
                                     ci_high=float("nan"))) == ""
+
+
+def test_the_setup_says_whether_the_same_math_check_passed_for_the_stack():
+    stack = {"stack": {"name": "current"}}
+    assert testbed.same_math_text(stack) == \
+        "not checked for the current stack (`invoke same-math --stack current`)"
+    passed = dict(stack, same_math={"ok": True, "when": "2026-11-24 03:00:00", "run": "r",
+                                    "largest_loss_difference": 2.5e-6})
+    assert testbed.same_math_text(passed) == ("passed for the current stack on 2026-11-24 "
+                                              "03:00:00 (largest loss difference between "
+                                              "frameworks 2.5e-06; run r)")
+    failed = dict(stack, same_math={"ok": False, "when": "w", "run": "r", "parted": [
+        {"system": "mxnet-sync", "what": "parts from pytorch-sync", "step": 2,
+         "layer": "conv1.weight"}]})
+    assert testbed.same_math_text(failed) == ("FAILED for the current stack on w: mxnet-sync "
+                                              "parts from pytorch-sync at step 2, layer "
+                                              "conv1.weight (run r)")

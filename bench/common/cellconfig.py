@@ -31,6 +31,10 @@ KEYS = {
     "input_size": (NUMBER, "image side in pixels"),
     "profile_steps": (NUMBER, "profiled steps after the timed ones"),
     "link": (TEXT, "the emulated link's setting, or empty"),
+    "math": ((bool,), "the same-math check: canonical initial weights, the recorded batch "
+                      "order, losses and final weights kept (bench/common/samemath.py)"),
+    "planted": (TEXT, "the same-math check's planted error (tests), or empty"),
+    "init_checksum": (TEXT, "the same-math check: the initial weights' sha256, or empty"),
     # training (harness/launch.py TRAINING): the same for every framework
     "lr": (NUMBER, "learning rate"),
     "momentum": (NUMBER, "SGD momentum"),

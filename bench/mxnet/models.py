@@ -105,6 +105,22 @@ def build(network, classes):
     return pick(NETWORKS, network, "mxnet")(classes)
 
 
+def set_canonical(net, arrays):
+    """Load the same-math check's canonical weights (bench/common/samemath.py): Gluon keeps
+    PyTorch's layout (OIHW, dense (out, in), NCHW flatten), in collect_params() order."""
+    import mxnet as mx
+    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    if [tuple(p.shape) for p in params] != [a.shape for a in arrays]:
+        raise ValueError("canonical weights do not fit: %s against %s"
+                         % ([tuple(p.shape) for p in params], [a.shape for a in arrays]))
+    for param, array in zip(params, arrays):
+        param.set_data(mx.nd.array(array))
+
+
+def canonical(net):
+    return [p.data().asnumpy() for p in net.collect_params().values() if p.grad_req != "null"]
+
+
 def parameter_count(net):
     """Trainable parameters; call after the first forward pass (shapes are inferred)."""
     return sum(p.data().size for p in net.collect_params().values() if p.grad_req != "null")

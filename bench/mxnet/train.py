@@ -11,7 +11,7 @@ import mxnet as mx
 import numpy
 from mxnet import autograd, gluon
 
-from bench.common import loop, profile, runner
+from bench.common import loop, profile, runner, samemath
 from bench.common.breakdown import summarise
 from bench.mxnet import data, models, profiling
 
@@ -41,8 +41,19 @@ def batches(loader):
         yield x.as_in_context(ctx), y.as_in_context(ctx)
 
 
+def epoch_batches(config, loader):
+    """epoch -> batches: the DataLoader's, or in the same-math check the recorded order."""
+    if not config["math"]:
+        return lambda epoch: batches(loader)
+    return lambda epoch: ((mx.nd.array(x), mx.nd.array(y))
+                          for x, y in samemath.ordered_batches(config, epoch))
+
+
 def sgd(config):
-    return {"learning_rate": config["lr"], "momentum": config["momentum"]}
+    """The optimizer's settings; on a distributed KVStore they travel to the servers, which
+    run it."""
+    lr = config["lr"] * (3 if samemath.planted(config, "mxnet-server-lr-x3") else 1)
+    return {"learning_rate": lr, "momentum": config["momentum"]}
 
 
 def make_step(config, net, trainer):
@@ -59,7 +70,8 @@ def make_step(config, net, trainer):
         loss.backward()
         trainer.step(scale)
         mx.nd.waitall()
-        return None
+        # the same-math check compares losses; elsewhere reading it would add a copy
+        return loss.mean().asscalar() if config["math"] else None
     return step
 
 
@@ -96,12 +108,18 @@ def train(config, sampler):
     loader = data.loader(config)
     size = config["input_size"]
     net = build(config, (config["local_batch"], 3, size, size))
+    if config["math"]:  # before the trainer: its KVStore starts from these values
+        models.set_canonical(net, samemath.checked_initial_weights(config))
+        samemath.write_weights(config, models.canonical(net), samemath.LOADED)
     trainer = gluon.Trainer(trained(net), "sgd", sgd(config), kvstore=kvstore)
     runner.log(config, "%s: %d parameters, kvstore %s rank %d of %d workers"
                % (config["network"], models.parameter_count(net), kvstore.type, kvstore.rank,
                   kvstore.num_workers))
     step = make_step(config, net, trainer)
-    result, batch = loop.timed_steps(config, sampler, lambda epoch: batches(loader), step)
+    result, batch = loop.timed_steps(config, sampler, epoch_batches(config, loader), step)
+    if config["math"]:
+        samemath.write_weights(config, models.canonical(net), samemath.FINAL)
+        result["math"] = samemath.record(config)
     calibration = loop.in_turn(config, kvstore._barrier,
                                lambda: calibrate(config, sampler, net, batch))
     result.update(calibration=calibration, parameters=models.parameter_count(net),

@@ -117,6 +117,23 @@ def build(network, classes):
     return pick(NETWORKS, network, "pytorch")(classes)
 
 
+def set_canonical(model, arrays):
+    """Load the same-math check's canonical weights (bench/common/samemath.py): PyTorch's own
+    layout, in parameters() order."""
+    import torch
+    params = list(model.parameters())
+    if [tuple(p.shape) for p in params] != [a.shape for a in arrays]:
+        raise ValueError("canonical weights do not fit: %s against %s"
+                         % ([tuple(p.shape) for p in params], [a.shape for a in arrays]))
+    with torch.no_grad():
+        for param, array in zip(params, arrays):
+            param.copy_(torch.from_numpy(array))
+
+
+def canonical(model):
+    return [p.detach().numpy().copy() for p in model.parameters()]
+
+
 def parameter_count(model):
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 

@@ -15,13 +15,14 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
-from bench.common import loop, profile, runner
+from bench.common import loop, profile, runner, samemath
 from bench.common.breakdown import summarise
 from bench.pytorch import data, models, profiling
 
 
 def optimiser(config, model):
-    return torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
+    momentum = 0.0 if samemath.planted(config, "pytorch-momentum-off") else config["momentum"]
+    return torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=momentum)
 
 
 def make_step(config, ddp):
@@ -66,12 +67,18 @@ def train(config, sampler):
     dist.init_process_group("gloo", init_method="env://", timeout=timeout)
     torch.manual_seed(config["seed"])  # same initial weights everywhere (DDP broadcasts anyway)
     model = models.build(config["network"], config["classes"])
+    if config["math"]:
+        models.set_canonical(model, samemath.checked_initial_weights(config))
+        samemath.write_weights(config, models.canonical(model), samemath.LOADED)
     ddp = DistributedDataParallel(model)
     loader = data.loader(config)
     runner.log(config, "%s: %d parameters, world size %d"
                % (config["network"], models.parameter_count(model), dist.get_world_size()))
     step = make_step(config, ddp)
-    result, batch = loop.timed_steps(config, sampler, lambda epoch: iter(loader), step)
+    result, batch = loop.timed_steps(config, sampler, epoch_batches(config, loader), step)
+    if config["math"]:
+        samemath.write_weights(config, models.canonical(model), samemath.FINAL)
+        result["math"] = samemath.record(config)
     calibration = loop.in_turn(config, dist.barrier,
                                lambda: calibrate(config, sampler, model, batch))
     result.update(calibration=calibration, parameters=models.parameter_count(model),
@@ -85,6 +92,14 @@ def train(config, sampler):
     else:
         dist.destroy_process_group()
     return result
+
+
+def epoch_batches(config, loader):
+    """epoch -> batches: the DataLoader's, or in the same-math check the recorded order."""
+    if not config["math"]:
+        return lambda epoch: iter(loader)
+    return lambda epoch: ((torch.from_numpy(x), torch.from_numpy(y))
+                          for x, y in samemath.ordered_batches(config, epoch))
 
 
 def local_loop(config):

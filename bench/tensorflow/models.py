@@ -6,6 +6,7 @@ asymmetrically (stride > 1 at even sizes) the padding stays explicit, so every l
 match the other frameworks' (tests/test_networks.py checks the two forms agree bit for bit)."""
 import tensorflow as tf
 
+from bench.common import samemath
 from bench.common.counts import pick
 
 layers = tf.keras.layers
@@ -61,20 +62,23 @@ def conv_bn(x, channels, kernel, stride=1, relu=True):
     return layers.ReLU()(x) if relu else x
 
 
+# The body is built before the shortcut, as in the PyTorch and Gluon blocks, so that the
+# trained variables come in the same order in every framework (the same-math check loads one
+# set of weights by that order).
 def basic(x, width, stride):
+    y = conv_bn(conv_bn(x, width, 3, stride), width, 3, relu=False)
     shortcut = x
     if stride != 1 or x.shape[-1] != width:
         shortcut = conv_bn(x, width, 1, stride, relu=False)
-    y = conv_bn(conv_bn(x, width, 3, stride), width, 3, relu=False)
     return layers.ReLU()(layers.Add()([y, shortcut]))
 
 
 def bottleneck(x, width, stride):
     """ResNet v1.5: the stride sits on the 3x3 convolution."""
+    y = conv_bn(conv_bn(conv_bn(x, width, 1), width, 3, stride), width * 4, 1, relu=False)
     shortcut = x
     if stride != 1 or x.shape[-1] != width * 4:
         shortcut = conv_bn(x, width * 4, 1, stride, relu=False)
-    y = conv_bn(conv_bn(conv_bn(x, width, 1), width, 3, stride), width * 4, 1, relu=False)
     return layers.ReLU()(layers.Add()([y, shortcut]))
 
 
@@ -101,6 +105,20 @@ NETWORKS = {
 
 def build(network, classes, size):
     return pick(NETWORKS, network, "tensorflow")(classes, size)
+
+
+def set_canonical(model, arrays, planted=None):
+    variables = model.trainable_variables
+    converted = samemath.keras_layout(arrays, planted)
+    if [tuple(v.shape) for v in variables] != [a.shape for a in converted]:
+        raise ValueError("canonical weights do not fit: %s against %s"
+                         % ([tuple(v.shape) for v in variables], [a.shape for a in converted]))
+    for variable, array in zip(variables, converted):
+        variable.assign(array)
+
+
+def canonical_layout(arrays):
+    return samemath.canonical_layout(arrays)
 
 
 def parameter_count(model):

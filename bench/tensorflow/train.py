@@ -11,7 +11,7 @@ import time
 
 import tensorflow as tf
 
-from bench.common import cifar, loop, profile, runner
+from bench.common import cifar, loop, profile, runner, samemath
 from bench.common.breakdown import summarise
 from bench.tensorflow import data, models, profiling
 
@@ -46,6 +46,28 @@ def losses(config):
     def loss_fn(y, logits):
         return tf.nn.compute_average_loss(per_example(y, logits), global_batch_size=global_batch)
     return loss_fn
+
+
+def built(config):
+    """The network with its seeded initial weights, or in the same-math check the canonical
+    ones (bench/common/samemath.py), converted to Keras's layout; in the strategy's scope."""
+    seed_everything(config["seed"])
+    model = models.build(config["network"], config["classes"], config["input_size"])
+    if config["math"]:
+        models.set_canonical(model, samemath.checked_initial_weights(config),
+                             config.get("planted"))
+    return model
+
+
+def ordered_dataset(config):
+    """The same-math check's batches (samemath.ordered_batches), NHWC, every epoch in turn."""
+    epochs = max(config["epochs"], config["max_epochs"])
+    xs, ys = [], []
+    for epoch in range(epochs):
+        for x, y in samemath.ordered_batches(config, epoch):
+            xs.append(x.transpose(0, 2, 3, 1))
+            ys.append(y)
+    return tf.data.Dataset.from_tensor_slices((xs, ys)).repeat()
 
 
 def replica_step(config, model, optimizer):
@@ -89,20 +111,23 @@ def train_sync(config, sampler, finish=None):
         implementation=tf.distribute.experimental.CommunicationImplementation.RING)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     with strategy.scope():
-        seed_everything(config["seed"])
-        model = models.build(config["network"], config["classes"], config["input_size"])
+        model = built(config)
         step = replica_step(config, model, sgd(config))
+    if config["math"]:
+        samemath.write_weights(config, trained_weights(strategy, model), samemath.LOADED)
     images = data.image_count(config["shard"], config["label_bytes"])
     cifar.check_enough(config, min(images, config.get("subset_images") or images))
     dist = strategy.distribute_datasets_from_function(
-        lambda ctx: data.dataset(config, config["shard"], images,
-                                 config["seed"] + config["rank"]))
+        lambda ctx: ordered_dataset(config) if config["math"] else
+        data.dataset(config, config["shard"], images, config["seed"] + config["rank"]))
     batches = iter(dist)
     run = tf.function(lambda x, y: strategy.run(step, args=(x, y)))
 
     def train_step(batch, timer):
-        # the local loss only: fetching it synchronises without another collective
-        return strategy.experimental_local_results(run(*batch))[0].numpy()
+        # the local loss only: fetching it synchronises without another collective; it is
+        # the local batch's share of the global mean, times the workers: the local mean
+        loss = strategy.experimental_local_results(run(*batch))[0].numpy()
+        return loss * config["world_size"]
 
     runner.log(config, "%s: %d parameters, %d workers (MultiWorkerMirrored, RING)"
                % (config["network"], models.parameter_count(model),
@@ -111,6 +136,9 @@ def train_sync(config, sampler, finish=None):
     local_batch = [strategy.experimental_local_results(t)[0] for t in batch]
     everyone = barrier(strategy)
     weights = local_weights(strategy, model)
+    if config["math"]:
+        samemath.write_weights(config, trained_weights(strategy, model), samemath.FINAL)
+        result["math"] = samemath.record(config)
     calibration = loop.in_turn(config, everyone,
                                lambda: calibrate(config, sampler, weights, local_batch))
     result.update(calibration=calibration, parameters=models.parameter_count(model),
@@ -139,6 +167,12 @@ def local_weights(strategy, model):
     collective. Keras's get_weights() reads a BatchNorm statistic through an all-reduce: on
     one worker alone (the in-turn calibration) it paired with the others' barrier."""
     return [strategy.experimental_local_results(v)[0].numpy() for v in model.weights]
+
+
+def trained_weights(strategy, model):
+    """This worker's copy of the trained weights, canonical (the same-math check)."""
+    return models.canonical_layout([strategy.experimental_local_results(v)[0].numpy()
+                                    for v in model.trainable_variables])
 
 
 def barrier(strategy):
@@ -253,9 +287,11 @@ def train_async(config, sampler):
     strategy = ps_strategy(resolver)
     coordinator = coordinator_module().ClusterCoordinator(strategy)
     with strategy.scope():
-        seed_everything(config["seed"])
-        model = models.build(config["network"], config["classes"], config["input_size"])
+        model = built(config)
         step = replica_step(config, model, sgd(config))
+    if config["math"]:
+        samemath.write_weights(config, models.canonical_layout(model.get_weights()),
+                               samemath.LOADED)
     per_worker = coordinator.create_per_worker_dataset(full_dataset_fn(config))
     fn = tf.function(lambda iterator: strategy.run(closure(step), args=(iterator,)))
     rule = loop.StopRule(config)  # the chief's alone: no agreement in an async mode
@@ -268,6 +304,9 @@ def train_async(config, sampler):
     train_seconds = time.time() - started
     net_after = sampler.net_counters()
     sampler.progress(step=len(records) // config["world_size"])
+    if config["math"]:  # the weights on the parameter servers
+        samemath.write_weights(config, models.canonical_layout(model.get_weights()),
+                               samemath.FINAL)
     calibration = calibrate(config, sampler, model.get_weights(), local_batch(config))
     steps = async_steps(config, records)
     measured = [s for w in steps for s in steps[w] if not s["warmup"]]

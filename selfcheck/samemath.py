@@ -1,0 +1,275 @@
+"""`invoke same-math`: do the three frameworks do the same arithmetic? Every system-mode trains
+LeNet-5/CIFAR-10 for 30 steps on the local cluster from one set of initial weights, each worker
+reading its shard in one recorded order (bench/common/samemath.py), so that step k of every
+synchronous system-mode computes on the same weights and images. Then:
+
+- loaded weights: each framework's weights before the first step, read back into the
+  canonical layout, equal the controller's bit for bit (a wrong layout conversion shows here,
+  naming its layer);
+- losses: every synchronous system-mode's loss at every step, per worker, within
+  LOSS_TOLERANCE of every other's;
+- final weights: per layer, the largest difference over the largest weight within
+  WEIGHT_TOLERANCE;
+- asynchronous system-modes: their loss falls, and how far it lies from the synchronous
+  curve is said (staleness is expected, not a defect).
+
+A disagreement names the system-mode that parts from the others (where the others agree among
+themselves), the first step and the first layer, and fails the check.
+"""
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness import collect, commands, datasets, matrix, provision
+from harness.runfolder import RunFolder
+
+# Relative tolerances, derived in docs/methodology.md ("Same arithmetic"): float32 kernels
+# that sum in different orders differ by about 1e-7 per operation; over 30 steps those
+# differences grew to at most LOSS_GROWTH here, and a tolerance 10x over that is still far
+# below the smallest planted error's first difference
+LOSS_TOLERANCE = 1e-3
+WEIGHT_TOLERANCE = 1e-3
+FALLS = 0.9  # an asynchronous loss "falls" when its last steps' mean is below 0.9 x its first's
+WINDOW = 5  # steps averaged at each end
+PLANTED = ("mxnet-server-lr-x3", "pytorch-momentum-off", "tensorflow-dense-not-transposed")
+
+
+def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems=None,
+        planted=""):
+    """benchmark: lenet5-cifar10 (the check in CI) or a ResNet (a benchmark of minutes)."""
+    """Provision, run the `math` profile, collect, compare; returns the verdict (see
+    compare) with the run's path. Prints the table and writes math.md, math.json and the
+    loss curves beside the run."""
+    provision.run(inventory_name, stack_name, "math")
+    out = Path(results) / ("math-%s" % collect.new_run_id())
+    outcome = commands.bench(inventory_name, stack_name, "math", out, run_id="run",
+                             benchmarks=benchmark, systems=systems, planted=planted)
+    commands.collect_run(inventory_name, out, "run")
+    found = compare(load(outcome["path"]))
+    found["run"] = str(outcome["path"])
+    lines = table(found)
+    (out / "math.md").write_text("\n".join(lines) + "\n")
+    (out / "math.json").write_text(json.dumps(found, indent=1, default=float))
+    curves(found, out / "math_losses.png")
+    keep(stack_name, found, planted)
+    print("\n".join(lines))
+    print("written: %s, %s" % (out / "math.md", out / "math_losses.png"))
+    return found
+
+
+def keep(stack_name, found, planted):
+    """The newest verdict of a full check (no planted error, every system-mode) for this
+    stack, which every later run's manifest and report carry."""
+    if planted or len(found["loaded"]) < len(matrix.SYSTEMS):
+        return
+    path = collect.same_math_path(stack_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "ok": found["ok"], "when": time.strftime("%Y-%m-%d %H:%M:%S"), "run": found["run"],
+        "largest_loss_difference": max([max(p["loss_differences"] or [0.0])
+                                        for p in found["sync"]] or [None]),
+        "parted": found["parted"], "failed": found["failed"]}))
+
+
+# --- reading ----------------------------------------------------------------------------
+
+def load(run_path):
+    """system -> {mode, status, losses: {rank: [loss per step]}, loaded: {rank: {layer:
+    array}}, final: {...}} from the run's fetched files. An asynchronous coordinator's losses
+    are its closures' in the order they started, under rank 0."""
+    run_path = Path(run_path)
+    out = {}
+    for status in RunFolder(run_path).statuses():
+        settings = status.get("settings") or {}
+        entry = out.setdefault(settings["system"], {
+            "mode": settings["mode"], "status": status.get("status"),
+            "network": settings["network"],
+            "classes": datasets.spec(settings["dataset"]).classes,
+            "reason": status.get("reason") or "", "losses": {}, "loaded": {}, "final": {},
+            "checksum": None})
+        for folder in sorted((run_path / status["cell_id"]).glob("*/*-*")):
+            role, rank = folder.name.rsplit("-", 1)
+            read_process(entry, folder, role, int(rank))
+    return out
+
+
+def read_process(entry, folder, role, rank):
+    result_file = folder / "result.json"
+    if role not in ("worker", "chief") or not result_file.is_file():
+        return
+    result = json.loads(result_file.read_text())
+    steps = [s for s in result.get("steps") or [] if "loss" in s]
+    if role == "chief":
+        steps.sort(key=lambda s: s.get("start", 0.0))
+    if steps:
+        entry["losses"][rank] = [float(s["loss"]) for s in steps]
+    entry["checksum"] = (result.get("math") or {}).get("init_checksum") or entry["checksum"]
+    for name, key in (("weights-loaded.npz", "loaded"), ("weights-final.npz", "final")):
+        if (folder / name).is_file():
+            with np.load(str(folder / name)) as arrays:
+                entry[key][rank] = {layer: arrays[layer] for layer in arrays.files}
+
+
+# --- comparing --------------------------------------------------------------------------
+
+def compare(systems):
+    """{ok, sync: [pair rows], parted: [disagreements], loaded: [rows], asynchronous:
+    [rows], failed: [system: reason], steps: {1, 10, 30: largest loss difference}}."""
+    failed = ["%s: %s" % (name, e["reason"] or e["status"]) for name, e in systems.items()
+              if e["status"] != "succeeded"]
+    ran = {name: e for name, e in systems.items() if e["status"] == "succeeded"}
+    sync = sorted(name for name, e in ran.items() if e["mode"] == "sync")
+    pairs = [pair(a, ran[a], b, ran[b]) for i, a in enumerate(sync) for b in sync[i + 1:]]
+    loaded = [loaded_row(name, ran[name], reference_weights(ran)) for name in sorted(ran)]
+    parted = disagreements(sync, pairs) + [
+        {"system": r["system"], "step": 0, "layer": r["first_layer"],
+         "what": "its weights before the first step are not the controller's"}
+        for r in loaded if not r["ok"]]
+    asynchronous = [async_row(name, ran[name], ran, sync) for name in sorted(ran)
+                    if ran[name]["mode"] == "async"]
+    ok = not failed and not parted and all(r["falls"] for r in asynchronous) and bool(pairs)
+    return {"ok": ok, "failed": failed, "sync": pairs, "parted": parted, "loaded": loaded,
+            "curves": {name: mean_curve(ran[name]["losses"]) for name in sync
+                       if ran[name]["losses"]},
+            "asynchronous": asynchronous, "tolerance": {"loss": LOSS_TOLERANCE,
+                                                        "weights": WEIGHT_TOLERANCE}}
+
+
+def pair(a, entry_a, b, entry_b):
+    """Two synchronous system-modes: the loss differences per step (largest over the
+    workers), the first step over the tolerance, the final weights' per-layer differences."""
+    ranks = sorted(set(entry_a["losses"]) & set(entry_b["losses"]))
+    steps = min(len(entry_a["losses"][r]) for r in ranks) if ranks else 0
+    per_step = [max(relative(entry_a["losses"][r][k], entry_b["losses"][r][k]) for r in ranks)
+                for k in range(steps)]
+    layers = layer_differences(entry_a["final"].get(0), entry_b["final"].get(0))
+    first_step = next((k + 1 for k, d in enumerate(per_step) if d > LOSS_TOLERANCE), None)
+    first_layer = next((name for name, d in layers if d > WEIGHT_TOLERANCE), None)
+    return {"systems": [a, b], "loss_differences": per_step, "layers": layers,
+            "first_step": first_step, "first_layer": first_layer,
+            "ok": bool(steps) and first_step is None and first_layer is None and bool(layers)}
+
+
+def relative(value, against):
+    return abs(value - against) / max(abs(against), 1e-12)
+
+
+def layer_differences(a, b):
+    """[(layer, largest |a - b| over the largest |b|)] in the network's order."""
+    if not a or not b:
+        return []
+    return [(name, float(np.max(np.abs(a[name] - b[name])) / max(np.max(np.abs(b[name])),
+                                                                    1e-12)))
+            for name in a if name in b]
+
+
+def disagreements(sync, pairs):
+    """The system-modes that part: one that disagrees with every other while those agree
+    among themselves is named alone; otherwise every failing pair is."""
+    failing = [p for p in pairs if not p["ok"]]
+    if not failing:
+        return []
+    for name in sync:
+        mine = [p for p in pairs if name in p["systems"]]
+        others = [p for p in pairs if name not in p["systems"]]
+        if mine and all(not p["ok"] for p in mine) and all(p["ok"] for p in others):
+            first = min(mine, key=lambda p: p["first_step"] or 10 ** 9)
+            return [{"system": name, "step": first["first_step"],
+                     "layer": first["first_layer"],
+                     "what": "parts from %s" % " and ".join(
+                         s for p in mine for s in p["systems"] if s != name)}]
+    return [{"system": " / ".join(p["systems"]), "step": p["first_step"],
+             "layer": p["first_layer"], "what": "part"} for p in failing]
+
+
+def reference_weights(ran):
+    """The controller's initial weights by layer, as every framework must read them back."""
+    from bench.common import samemath
+    if not ran:
+        return {}
+    first = ran[min(ran)]
+    network, classes = first.get("network", "lenet5"), first.get("classes", 10)
+    names = [n for n, _ in samemath.canonical_shapes(network, classes)]
+    return dict(zip(names, samemath.initial_weights(network, classes, 0)))
+
+
+def loaded_row(name, entry, reference):
+    layers = layer_differences(entry["loaded"].get(min(entry["loaded"]) if entry["loaded"]
+                                                   else 0), reference)
+    first = next((layer for layer, d in layers if d > 0), None)
+    return {"system": name, "layers": layers, "first_layer": first,
+            "ok": bool(layers) and first is None}
+
+
+def async_row(name, entry, ran, sync):
+    """Does the loss fall, and how far its last steps lie from the synchronous curve's."""
+    losses = [loss for rank in sorted(entry["losses"]) for loss in entry["losses"][rank]] \
+        if len(entry["losses"]) == 1 else mean_curve(entry["losses"])
+    first, last = np.mean(losses[:WINDOW]), np.mean(losses[-WINDOW:])
+    reference = [mean_curve(ran[s]["losses"]) for s in sync]
+    sync_last = float(np.mean([np.mean(c[-WINDOW:]) for c in reference])) if reference \
+        else float("nan")
+    return {"system": name, "first": float(first), "last": float(last),
+            "falls": bool(last < FALLS * first), "sync_last": sync_last,
+            "from_sync": float(last / sync_last - 1) if sync_last == sync_last else None,
+            "curve": [float(v) for v in losses]}
+
+
+def mean_curve(losses):
+    steps = min(len(v) for v in losses.values())
+    return [float(np.mean([losses[r][k] for r in losses])) for k in range(steps)]
+
+
+# --- printing ---------------------------------------------------------------------------
+
+def table(found):
+    lines = ["# Same arithmetic: %s" % ("passed" if found["ok"] else "FAILED"), "",
+             "Tolerances: loss %g, weights %g (relative; docs/methodology.md)."
+             % (LOSS_TOLERANCE, WEIGHT_TOLERANCE), ""]
+    lines += ["| pair | loss diff step 1 | step 10 | step 30 | largest | final weights, "
+              "largest layer diff | verdict |", "|---|---|---|---|---|---|---|"]
+    for p in found["sync"]:
+        d = p["loss_differences"]
+        at = ["%.1e" % d[k - 1] if len(d) >= k else "-" for k in (1, 10, 30)]
+        worst = max(p["layers"], key=lambda x: x[1]) if p["layers"] else ("-", float("nan"))
+        lines.append("| %s | %s | %s | %s | %.1e | %s %.1e | %s |" % (
+            " / ".join(p["systems"]), at[0], at[1], at[2], max(d) if d else float("nan"),
+            worst[0], worst[1], "agree" if p["ok"] else "PART"))
+    lines += ["", "| system | loaded weights | loss first %d steps | last %d | synchronous "
+              "last %d | falls |" % (WINDOW, WINDOW, WINDOW), "|---|---|---|---|---|---|"]
+    asynchronous = {r["system"]: r for r in found["asynchronous"]}
+    for row in found["loaded"]:
+        a = asynchronous.get(row["system"])
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            row["system"], "bit for bit" if row["ok"] else "differ from %s" % row["first_layer"],
+            "%.4f" % a["first"] if a else "", "%.4f" % a["last"] if a else "",
+            "%.4f (%+.1f%%)" % (a["sync_last"], 100 * a["from_sync"]) if a and a["from_sync"]
+            is not None else "", ("yes" if a["falls"] else "NO") if a else ""))
+    for p in found["parted"]:
+        lines.append("\n**%s** %s: first at step %s, first layer %s"
+                     % (p["system"], p["what"], p["step"], p["layer"]))
+    for failure in found["failed"]:
+        lines.append("\n**failed**: %s" % failure)
+    return lines
+
+
+def curves(found, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for name, curve in sorted(found["curves"].items()):
+        axis.plot(range(1, len(curve) + 1), curve, label=name)
+    steps = max([len(c) for c in found["curves"].values()] or [0])
+    for row in found["asynchronous"]:  # a coordinator's closures, spread over the steps
+        curve = row["curve"]
+        axis.plot(np.linspace(1, steps or len(curve), len(curve)), curve, label=row["system"],
+                  linestyle="--")
+    axis.set_xlabel("step")
+    axis.set_ylabel("loss (worker mean)")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(str(path))
+    plt.close(figure)

@@ -1,0 +1,124 @@
+"""The same-math check (selfcheck/samemath.py, bench/common/samemath.py): the layout
+conversions, the comparison on hand-made losses and weights, and on the local cluster the
+real check, passing as it is and failing, by name, on each planted error."""
+import numpy as np
+import pytest
+
+from bench.common import samemath as node_side
+from harness import inventory
+from selfcheck import samemath
+
+SYNC = ("mxnet-sync", "pytorch-sync", "tensorflow-sync")
+
+
+def weights(scale=1.0):
+    arrays = node_side.initial_weights("lenet5", 10, 0)
+    names = [n for n, _ in node_side.canonical_shapes("lenet5", 10)]
+    return {n: a * scale for n, a in zip(names, arrays)}
+
+
+def entry(mode, losses, final=None, loaded=None):
+    return {"mode": mode, "status": "succeeded", "reason": "", "checksum": None,
+            "losses": losses, "final": {0: final or weights(0.5)},
+            "loaded": {0: loaded or weights()}}
+
+
+def curve(start=2.3, rate=0.97, steps=30, bend=None):
+    out = [start * rate ** k for k in range(steps)]
+    if bend:
+        out = [v * (1.01 if k + 1 >= bend else 1.0) for k, v in enumerate(out)]
+    return out
+
+
+def test_the_keras_layout_round_trips_and_puts_the_flatten_in_nhwc_order():
+    arrays = node_side.initial_weights("lenet5", 10, 0)
+    keras = node_side.keras_layout(arrays)
+    assert keras[0].shape == (5, 5, 3, 6) and keras[4].shape == (400, 120)
+    # canonical fc1 input (channel 3, row 1, column 2) is Keras input (row 1, column 2, ch 3)
+    assert keras[4][1 * 5 * 16 + 2 * 16 + 3, 7] == arrays[4][7, 3 * 25 + 1 * 5 + 2]
+    back = node_side.canonical_layout(keras)
+    assert all(np.array_equal(a, b) for a, b in zip(arrays, back))
+    planted = node_side.canonical_layout(
+        node_side.keras_layout(arrays, "tensorflow-dense-not-transposed"))
+    assert [np.array_equal(a, b) for a, b in zip(arrays, planted)] == [True] * 8 + [False, True]
+
+
+def test_the_initial_weights_are_seeded_and_checked():
+    a = node_side.initial_weights("lenet5", 10, 0)
+    assert node_side.checksum(a) == node_side.checksum(node_side.initial_weights("lenet5", 10, 0))
+    assert node_side.checksum(a) != node_side.checksum(node_side.initial_weights("lenet5", 10, 1))
+    config = {"network": "lenet5", "classes": 10, "seed": 0, "init_checksum": "0" * 64}
+    with pytest.raises(ValueError, match="not the controller's"):
+        node_side.checked_initial_weights(config)
+
+
+def test_agreeing_frameworks_pass_and_the_async_curve_is_placed():
+    runs = {name: entry("sync", {0: curve(), 1: curve(rate=0.96)}) for name in SYNC}
+    runs["mxnet-async"] = entry("async", {0: curve(rate=0.98), 1: curve(rate=0.98)})
+    found = samemath.compare(runs)
+    assert found["ok"] and not found["parted"] and len(found["sync"]) == 3
+    (row,) = found["asynchronous"]
+    assert row["falls"] and row["from_sync"] > 0  # slower than the synchronous curve
+    assert "passed" in samemath.table(found)[0]
+
+
+def test_one_framework_that_parts_is_named_with_its_first_step_and_layer():
+    runs = {name: entry("sync", {0: curve(), 1: curve()}) for name in SYNC}
+    final = weights(0.5)
+    final["conv2.weight"] = final["conv2.weight"] * 1.01
+    runs["pytorch-sync"] = entry("sync", {0: curve(), 1: curve(bend=3)}, final=final)
+    found = samemath.compare(runs)
+    assert not found["ok"]
+    assert found["parted"] == [{"system": "pytorch-sync", "step": 3, "layer": "conv2.weight",
+                                "what": "parts from mxnet-sync and tensorflow-sync"}]
+
+
+def test_weights_loaded_wrong_are_named_before_any_step():
+    runs = {name: entry("sync", {0: curve()}) for name in SYNC}
+    loaded = weights()
+    loaded["fc3.weight"] = loaded["fc3.weight"].T.reshape(10, 84)
+    runs["tensorflow-sync"]["loaded"] = {0: loaded}
+    found = samemath.compare(runs)
+    assert not found["ok"]
+    assert {"system": "tensorflow-sync", "step": 0, "layer": "fc3.weight",
+            "what": "its weights before the first step are not the controller's"} \
+        in found["parted"]
+
+
+def test_an_async_loss_that_does_not_fall_fails():
+    runs = {name: entry("sync", {0: curve()}) for name in SYNC}
+    runs["tensorflow-async"] = entry("async", {0: [2.3] * 60})
+    found = samemath.compare(runs)
+    assert not found["ok"] and not found["asynchronous"][0]["falls"]
+
+
+# --- on the local cluster -----------------------------------------------------------------
+
+NODES = len(inventory.load("local").hosts)
+
+
+@pytest.mark.cluster
+def test_the_five_system_modes_do_the_same_arithmetic(provisioned, tmp_path, capsys):
+    found = samemath.run("local", "current", tmp_path)
+    with capsys.disabled():
+        print("\n" + "\n".join(samemath.table(found)))
+    assert found["ok"], found["parted"] or found["failed"]
+    for p in found["sync"]:
+        assert len(p["loss_differences"]) == 30
+    assert {r["system"] for r in found["asynchronous"]} == {"mxnet-async", "tensorflow-async"}
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("planted, system, step, layer", [
+    ("mxnet-server-lr-x3", "mxnet-sync", 2, "conv1.weight"),
+    ("pytorch-momentum-off", "pytorch-sync", 3, "conv1.weight"),
+    ("tensorflow-dense-not-transposed", "tensorflow-sync", 0, "fc3.weight"),
+])
+def test_a_planted_error_is_caught_and_named(provisioned, tmp_path, planted, system, step,
+                                             layer):
+    found = samemath.run("local", "current", tmp_path, systems=",".join(SYNC),
+                         planted=planted)
+    assert not found["ok"]
+    named = [p for p in found["parted"] if p["system"] == system]
+    assert named, found["parted"]
+    assert (named[0]["step"], named[0]["layer"]) == (step, layer), named
