@@ -34,7 +34,9 @@ def _user_errors(function):
 def _listed():
     """What the help texts list, read from the repository (stacks/, inventory/, the profiles
     and benchmarks), so that they cannot lag behind it."""
-    from harness import inventory, matrix
+    from bench.common import samemath
+    from harness.nodes import inventory
+    from harness.plan import matrix
     from harness.paths import STACKS
     files = sorted(p.stem for p in inventory.INVENTORIES.glob("*.yml"))
     return SimpleNamespace(
@@ -42,7 +44,7 @@ def _listed():
         inventories=", ".join(files + ["%s (written by `%s`)" % (name, how) for name, how
                                        in sorted(inventory.GENERATED.items())
                                        if name not in files]),
-        benchmarks=",".join(matrix.BENCHMARKS),
+        benchmarks=",".join(matrix.BENCHMARKS), planted=samemath.PLANTED,
         profile_steps=", ".join("%s %d" % (name, spec["profile_steps"])
                                 for name, spec in matrix.PROFILES.items()))
 
@@ -69,7 +71,7 @@ COMMON = {
 def provision(c, inventory=None, stack=None, profile=None, data=None, data_archive=None,
               nodes=None):
     """Build the framework envs, install bench/, push dataset shards, record host facts."""
-    from harness import provision as prov
+    from harness.nodes import provision as prov
     o = _options(c, inventory=inventory, stack=stack, profile=profile)
     prov.run(o.inventory, o.stack, o.profile, data=data, archive=data_archive, nodes=nodes)
 
@@ -265,7 +267,7 @@ def analysis_bench(c, repeats=3, hours=1.0):
 def artifact(c, run=None, results=None, verify=None):
     """One archive of a run for artifact evaluation: results, logs, report, environments,
     provenance, ARTIFACT.md (ACM badges) and SHA256SUMS; or --verify one."""
-    from harness import artifact as bundle
+    from harness.results import artifact as bundle
     if verify:
         differing = bundle.verify(verify)
         for archived, rebuilt in differing[:20]:
@@ -299,8 +301,7 @@ def verdict_check(c, inventory=None, stack=None, systems=None, benchmark="lenet5
     "benchmark": "lenet5-cifar10 (the check CI runs) or resnet18-cifar10 / resnet50-cifar10 "
                  "(minutes) [lenet5-cifar10]",
     "plant": "put in one error on purpose, which the check must catch (a test of the "
-             "check): one of mxnet-server-lr-x3, pytorch-momentum-off, "
-             "tensorflow-dense-not-transposed"})
+             "check): one of %s" % ", ".join(LISTED.planted)})
 @_user_errors
 def same_math(c, inventory=None, stack=None, systems=None, results=None, plant="",
               benchmark="lenet5-cifar10"):
@@ -322,7 +323,7 @@ def same_math(c, inventory=None, stack=None, systems=None, results=None, plant="
 def stack_envs(c, stack=None):
     """Write stacks/conda/<stack>-<framework>.yml, the conda environment files provisioning
     builds on nodes whose Python comes from conda (Vagrant, the paper stack)."""
-    from harness import stacks
+    from harness.nodes import stacks
     for path in stacks.write_conda_envs(stack):
         print(path)
 

@@ -16,7 +16,7 @@ ASSUMED_MBIT = 1000  # the paper's cluster; used when the run does not record it
 
 def bound_bytes(system, parameters, nodes, manifest=None):
     """Bytes per node and step that must cross the network, for the registry's placement
-    (every role on every node; harness/layout.py).
+    (every role on every node; harness/plan/layout.py).
 
     Ring all-reduce: every node sends 2(n-1)/n of the model. Parameter servers: each worker
     pushes its gradients to, and pulls its weights from, the servers: 2 x model, of which the

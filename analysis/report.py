@@ -233,7 +233,7 @@ def setup_section(bed):
 
 
 def contention_blocks(probe):
-    """The contention probe's figures (harness/contention.py): sharing measured."""
+    """The contention probe's figures (harness/run/contention.py): sharing measured."""
     if not probe:
         return [("p", "Contention probe: not run (a run made before it existed): sharing is "
                       "inferred from the inventory and the host facts only.")]
@@ -285,8 +285,8 @@ def coordinator_note(groups, manifest):
     gaps = "; ".join("%s %s: %.4f s against %.4f s (%.1fx)" % (
         g.benchmark, g.system, g.wall_step, g.step, g.wall_step / g.step) for g in rows
         if g.step)
-    return [("p", "Two step times of a coordinator-timed system-mode (registry `timed_by`: "
-                  "tensorflow-async). The steady s/step is the chief's: the interval between "
+    return [("p", "Two step times of a coordinator-timed system-mode (registry "
+                  "`timed_by`). The steady s/step is the chief's: the interval between "
                   "closures it gets back, times the workers, i.e. the time one worker's step "
                   "takes as the job sees it. The phase columns are a worker's own closure, on "
                   "its clock, from its first read of the batch to the gradients applied on the "

@@ -103,7 +103,7 @@ def _machines(nodes):
 
 def slowed(probe):
     """The nodes that lost more than the probe's threshold of their speed with the others
-    running (harness/contention.py): they share cores, whatever the inventory says."""
+    running (harness/run/contention.py): they share cores, whatever the inventory says."""
     return sorted(name for name, v in ((probe or {}).get("nodes") or {}).items()
                   if v.get("loss") is not None and v["loss"] > probe["threshold"])
 

@@ -5,11 +5,13 @@ import re
 import time
 from pathlib import Path
 
-from . import (collect, contention, datasets, estimate, interrupts, inventory, launch, matrix,
-               nodes as nodes_mod, preflight, provision, resume, stacks, stall)
+from .results import collect
+from .run import contention, interrupts, launch, preflight, stall
+from .nodes import datasets, inventory, access as nodes_mod, provision, stacks
+from .plan import estimate, matrix, resume
 from .clusters import links, slurm_jobs
 from .errors import UserError
-from .runfolder import CellStatus, RunFolder
+from .results.runfolder import CellStatus, RunFolder
 
 
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
@@ -348,7 +350,7 @@ def compare(results, run_a, run_b, out=None):
 
 
 def reproduce(inventory_name, stack_name, profile, results, data=None):
-    from . import provision
+    from .nodes import provision
 
     began = time.monotonic()
     provision.run(inventory_name, stack_name, profile, data=data)
@@ -369,7 +371,7 @@ def reproduce(inventory_name, stack_name, profile, results, data=None):
 def estimate_run(inventory_name, stack_name, profile, results, benchmarks=None, systems=None,
                  data=None):
     """`invoke estimate`: every cell of the plan for a few steps, no profiled steps, in a run
-    of its own (estimate-<time>): the basis of later estimates (harness/estimate.py)."""
+    of its own (estimate-<time>): the basis of later estimates (harness/plan/estimate.py)."""
     run_id = "estimate-%s" % collect.new_run_id()
     return bench(inventory_name, stack_name, profile, results, run_id=run_id,
                  benchmarks=benchmarks, systems=systems, data=data, epochs=1,

@@ -13,8 +13,11 @@ import random
 import statistics
 from pathlib import Path
 
-from harness import collect, commands, inventory, layout, matrix, nodes as nodes_mod
-from harness import runfolder
+from harness.results import collect
+from harness import commands
+from harness.nodes import inventory, access as nodes_mod
+from harness.plan import layout, matrix
+from harness.results import runfolder
 from selfcheck.faults import KillWhenTraining, strays
 
 DETECTION_GOAL = 10.0

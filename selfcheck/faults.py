@@ -11,7 +11,10 @@ import threading
 import time
 from pathlib import Path
 
-from harness import collect, commands, inventory, matrix, nodes as nodes_mod, provision, runfolder
+from harness.results import collect, runfolder
+from harness import commands
+from harness.nodes import inventory, access as nodes_mod, provision
+from harness.plan import matrix
 
 VICTIM = ("worker", 1)  # node 2's worker: never the process that coordinates
 

@@ -8,10 +8,11 @@ import os
 import statistics
 from pathlib import Path
 
-from harness import collect, commands
+from harness.results import collect
+from harness import commands
 from harness.clusters import emulated, slurm, slurm_jobs
 from harness.errors import UserError
-from harness.runfolder import RunFolder
+from harness.results.runfolder import RunFolder
 
 ROUTES = (("ssh", "netns"), ("slurm", "netns-slurm"))
 

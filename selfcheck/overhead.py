@@ -7,7 +7,9 @@ import shlex
 
 import registry
 
-from harness import inventory, launch, matrix, nodes as nodes_mod, preflight, stacks
+from harness.nodes import inventory, access as nodes_mod, stacks
+from harness.run import launch, preflight
+from harness.plan import matrix
 from harness.commands import shard_index
 from harness.errors import UserError
 

@@ -22,8 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import collect, commands, datasets, matrix, provision
-from harness.runfolder import RunFolder
+from bench.common import samemath as node_side
+from harness import commands
+from harness.nodes import datasets, provision
+from harness.plan import matrix
+from harness.results import collect
+from harness.results.runfolder import RunFolder
 
 # Relative tolerances, derived in docs/methodology.md ("Same arithmetic"): float32 kernels
 # that sum in different orders differ by about 1e-7 per operation; over 30 steps those
@@ -33,7 +37,7 @@ LOSS_TOLERANCE = 1e-3
 WEIGHT_TOLERANCE = 1e-3
 FALLS = 0.9  # an asynchronous loss "falls" when its last steps' mean is below 0.9 x its first's
 WINDOW = 5  # steps averaged at each end
-PLANTED = ("mxnet-server-lr-x3", "pytorch-momentum-off", "tensorflow-dense-not-transposed")
+PLANTED = node_side.PLANTED
 
 
 def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems=None,
@@ -186,13 +190,12 @@ def disagreements(sync, pairs):
 
 def reference_weights(ran):
     """The controller's initial weights by layer, as every framework must read them back."""
-    from bench.common import samemath
     if not ran:
         return {}
     first = ran[min(ran)]
     network, classes = first.get("network", "lenet5"), first.get("classes", 10)
-    names = [n for n, _ in samemath.canonical_shapes(network, classes)]
-    return dict(zip(names, samemath.initial_weights(network, classes, 0)))
+    names = [n for n, _ in node_side.canonical_shapes(network, classes)]
+    return dict(zip(names, node_side.initial_weights(network, classes, 0)))
 
 
 def loaded_row(name, entry, reference):

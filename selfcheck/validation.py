@@ -18,9 +18,11 @@ import numpy as np
 import pandas as pd
 
 from analysis import tidy
-from harness import collect, commands, matrix
+from harness.results import collect
+from harness import commands
+from harness.plan import matrix
 from harness.errors import UserError
-from harness.runfolder import RunFolder
+from harness.results.runfolder import RunFolder
 
 BENCHMARK = "lenet5-cifar10"
 GOAL_ERROR = 0.05

@@ -2,7 +2,7 @@
 errors that name what is missing."""
 import pytest
 
-from harness import inventory
+from harness.nodes import inventory
 from harness.clusters import allocation
 from harness.errors import UserError
 
@@ -65,7 +65,7 @@ def test_collect_outside_the_allocation_reads_the_recorded_hosts_as_files(tmp_pa
 # --- from outside an allocation: --partition and --sbatch ---------------------------------
 
 def test_the_time_limit_is_the_plans_estimate_with_a_margin_and_timeouts_for_the_unknown():
-    from harness import matrix
+    from harness.plan import matrix
     from harness.clusters import slurm_jobs
     cells = matrix.plan("smoke", 3, systems="pytorch-sync,mxnet-sync")
     rows = [(cells[0], 600.0, "earlier"), (cells[1], None, None)]
@@ -108,9 +108,9 @@ def test_sacct_rows_become_records_beside_psutils(tmp_path):
     slurm_elapsed_s, slurm_cpu_s and slurm_max_rss_mb records (MaxRSS in MiB, as psutil's);
     a step with no figures gives none; a process Slurm did not run gets no Slurm record."""
     import json
-    from harness import collect
+    from harness.results import collect
     from harness.clusters import sacct
-    from harness.runfolder import CellStatus, RunFolder
+    from harness.results.runfolder import CellStatus, RunFolder
     cell = tmp_path / "c1"
     for node, role, step in (("node1", "worker-0", "7.1"), ("node2", "worker-1", "7.2"),
                              ("node3", "worker-2", "")):
@@ -157,7 +157,7 @@ def test_a_cluster_without_accounting_is_said_so(tmp_path, monkeypatch):
 
 def test_slurm_bench_table_compares_cells_and_steps_each_way(tmp_path):
     """Two runs each way with known cell times and steps: medians, the ratio, the spread."""
-    from harness.runfolder import CellStatus, RunFolder
+    from harness.results.runfolder import CellStatus, RunFolder
     from selfcheck import launchers
 
     def run(name, seconds, step):
@@ -183,7 +183,7 @@ def test_ansible_gets_the_allocations_nodes_written_out(tmp_path, monkeypatch):
     playbook plays on, reached by the slurm connection with modules piped; an SSH inventory
     is passed as it is."""
     import json
-    from harness import provision
+    from harness.nodes import provision
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
     path = tmp_path / "slurm.yml"
     path.write_text("all:\n  vars:\n    ansible_connection: slurm\n    cluster_interface: ib0\n"

@@ -1,4 +1,4 @@
-"""The artifact bundle (harness/artifact.py) on a hand-made run: built, verified (sums, and the
+"""The artifact bundle (harness/results/artifact.py) on a hand-made run: built, verified (sums, and the
 report rebuilt from the archived records, identical), and refused when changed or hostile."""
 import io
 import tarfile
@@ -7,7 +7,7 @@ import pytest
 
 from analysis import claims, report
 from tests import fixtures
-from harness import artifact
+from harness.results import artifact
 from harness.errors import UserError
 
 JUNIT = """<testsuites><testsuite name="pytest">

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from harness import stacks
+from harness.nodes import stacks
 from harness.paths import REPO
 
 BIN = os.path.dirname(sys.executable)

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from analysis import claims, report, testbed
-from harness import contention, inventory, nodes as nodes_mod, stacks
+from harness.run import contention
+from harness.nodes import inventory, access as nodes_mod, stacks
 from tests import fixtures
 from tests.test_analysis import groups_of, matrix
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bench.common.cifar import read_shard
-from harness import datasets
+from harness.nodes import datasets
 from harness.errors import UserError
 
 

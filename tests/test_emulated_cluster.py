@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import inventory, launch, matrix, nodes
+from harness.nodes import inventory, access as nodes
+from harness.run import launch
+from harness.plan import matrix
 from harness.clusters import emulated as cluster
 from selfcheck import faults
 from harness.errors import UserError
@@ -234,7 +236,8 @@ def test_hostile_workdirs_over_ssh_provision_run_a_cell_and_collect_it(netns, tm
 def test_the_probe_finds_cgroup_quotas_that_add_up_to_more_than_the_machine(netns):
     """3 hosts with a quota of 1 CPU each on a 2-CPU machine: each host's facts show the whole
     machine, so nothing but a measurement tells that they share."""
-    from harness import contention, stacks
+    from harness.run import contention
+    from harness.nodes import stacks
     if netns["vcpus"] * len(netns["hosts"]) <= len(os.sched_getaffinity(0)):
         pytest.skip("the quotas fit this machine")
     nodes_ = nodes.connect_all(inventory.load("netns"))

@@ -1,4 +1,4 @@
-"""Estimates before a run (harness/estimate.py): an earlier run of the same cell on the same
+"""Estimates before a run (harness/plan/estimate.py): an earlier run of the same cell on the same
 inventory and stack, scaled to the planned steps; --max-hours refuses a plan that is too long
 or cannot be told."""
 import io
@@ -7,7 +7,9 @@ import json
 import pytest
 from rich.console import Console
 
-from harness import commands, estimate, matrix, progress
+from harness import commands
+from harness.plan import estimate, matrix
+from harness.run import progress
 from harness.errors import UserError
 
 
@@ -65,7 +67,7 @@ def test_a_cell_never_run_gets_a_prior_scaled_by_the_slowest_node(tmp_path, monk
     earlier_run(tmp_path, "new")
     monkeypatch.setattr(estimate, "PRIOR_SPEED", 400.0)
     monkeypatch.setitem(estimate.PRIOR_STEP, "lenet5", 0.02)
-    monkeypatch.setitem(estimate.PRIOR_STARTUP, "mxnet", 5.0)
+    monkeypatch.setattr(estimate, "PRIOR_STARTUP", 5.0)
     quick = matrix.plan("quick", 3, systems="pytorch-sync,mxnet-sync",
                         benchmarks="lenet5-cifar10")  # 30 steps, 10 profiled
     history = estimate.history(tmp_path, "local", "current")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import inventory, matrix, nodes as nodes_mod, runfolder
+from harness.nodes import inventory, access as nodes_mod
+from harness.plan import matrix
+from harness.results import runfolder
 from selfcheck import faults
 from harness.paths import REPO
 from tests.conftest import INVOKE, invoke
@@ -209,7 +211,7 @@ def test_a_dead_controller_leaves_nothing_running_and_its_run_resumes(provisione
                                                                       capsys):
     """SIGKILL the controller mid-cell: no cleanup code runs, so the roles' leases must stop
     them; then `bench --run ID` reruns the cell that was left `running`."""
-    from harness import launch
+    from harness.run import launch
     run_id = "orphaned"
     bench = subprocess.Popen([INVOKE, "bench", "--run", run_id, "--systems", "pytorch-sync",
                               "--epochs", "4", "--steps", "300", "--results", str(tmp_path)],
@@ -277,7 +279,7 @@ def test_a_stopped_process_fails_its_cell_as_stalled(provisioned, tmp_path, syst
     """SIGSTOP leaves a process alive and silent: no crash to see, only its progress file
     standing still. The cell fails as stalled within seconds of the bound, naming the
     process, with its log tail, and nothing of the run is left on any node."""
-    from harness import stall
+    from harness.run import stall
     run_id = "stalled-%s-%s" % (system, phase)
     nodes = nodes_mod.connect_all(inventory.load("local"))
     (cell,) = matrix.plan("smoke", NODES, systems=system, **_plan_options(options))

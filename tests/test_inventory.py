@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from harness import inventory
+from harness.nodes import inventory
 from harness.errors import UserError
 
 GOOD_HOST = """

@@ -8,7 +8,9 @@ import textwrap
 import pytest
 
 from bench.common import cellconfig
-from harness import inventory, launch, matrix, nodes, stacks
+from harness.nodes import inventory, access as nodes, stacks
+from harness.run import launch
+from harness.plan import matrix
 from harness.errors import UserError
 
 SHARDS = {"id": "cifar10-synthetic-seed0", "classes": 10, "label_bytes": 1}

@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness import inventory
-from harness.matrix import SYSTEMS
+from harness.nodes import inventory
+from harness.plan.matrix import SYSTEMS
 from tests.conftest import invoke, provision_bench_collect
 
 pytestmark = pytest.mark.cluster

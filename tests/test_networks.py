@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from harness import inventory, stacks
+from harness.nodes import inventory, stacks
 from harness.paths import REPO
 
 pytestmark = pytest.mark.cluster

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import inventory
-from harness.matrix import SYSTEMS
+from harness.nodes import inventory
+from harness.plan.matrix import SYSTEMS
 from tests.conftest import invoke
 
 pytestmark = pytest.mark.cluster

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import registry
-from harness import layout, matrix
+from harness.plan import layout, matrix
 
 REPO = Path(__file__).resolve().parent.parent
 FRAMEWORK = re.compile(r"tensorflow|pytorch|mxnet", re.IGNORECASE)

@@ -1,10 +1,10 @@
-"""The run folder (harness/runfolder.py): typed cell status, attempts kept aside, the newest
+"""The run folder (harness/results/runfolder.py): typed cell status, attempts kept aside, the newest
 run by start time."""
 import pytest
 
-from harness import runfolder
+from harness.results import runfolder
 from harness.errors import UserError
-from harness.runfolder import CellStatus, RunFolder
+from harness.results.runfolder import CellStatus, RunFolder
 
 
 def test_a_status_round_trips_and_refuses_unknown_keys(tmp_path):

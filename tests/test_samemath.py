@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from bench.common import samemath as node_side
-from harness import inventory
+from harness.nodes import inventory
 from selfcheck import samemath
 
 SYNC = ("mxnet-sync", "pytorch-sync", "tensorflow-sync")

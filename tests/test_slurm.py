@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import launch
+from harness.run import launch
 from harness.clusters import emulated as cluster
 from harness.clusters import slurm
 from tests.conftest import invoke

@@ -1,7 +1,7 @@
 """Version sets: the current stack runs here; the paper stack pins the paper's versions."""
 import pytest
 
-from harness import stacks
+from harness.nodes import stacks
 from harness.errors import UserError
 
 

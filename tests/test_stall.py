@@ -1,11 +1,12 @@
-"""Stall detection (harness/stall.py) with hand-made progress and a hand-moved clock; the real
+"""Stall detection (harness/run/stall.py) with hand-made progress and a hand-moved clock; the real
 processes stopped with SIGSTOP are in tests/test_faults.py."""
 from types import SimpleNamespace
 
 import pytest
 
-from harness import matrix, stall
-from harness.estimate import Basis
+from harness.plan import matrix
+from harness.run import stall
+from harness.plan.estimate import Basis
 
 (CELL,) = matrix.plan("smoke", 2, systems="pytorch-sync")
 
@@ -81,5 +82,5 @@ def test_services_and_ended_processes_are_watched_by_their_heartbeat_only():
 
 @pytest.mark.parametrize("bound", [stall.FROZEN_SECONDS])
 def test_the_frozen_bound_is_longer_than_the_samplers_interval_many_times(bound):
-    from harness.launch import TRAINING
+    from harness.run.launch import TRAINING
     assert bound >= 20 * TRAINING["sample_interval"]

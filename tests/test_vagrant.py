@@ -1,11 +1,11 @@
-"""From `vagrant` output to inventory/vagrant.yml (harness/vagrant.py). VMs cannot boot on this
+"""From `vagrant` output to inventory/vagrant.yml (harness/clusters/vagrant.py). VMs cannot boot on this
 machine: `vagrant` is replaced by recorded output of its commands, and the inventory written
 from it is loaded by the same validation every inventory goes through."""
 import re
 
 import pytest
 
-from harness import inventory
+from harness.nodes import inventory
 from harness.clusters import vagrant
 from harness.errors import UserError
 from harness.paths import REPO
@@ -134,7 +134,7 @@ def test_a_machine_missing_from_ssh_config_is_named(written):
 
 
 def test_vagrantfile_defaults_are_the_harness_defaults():
-    """The Vagrantfile and harness/vagrant.py read the same variables with the same defaults:
+    """The Vagrantfile and harness/clusters/vagrant.py read the same variables with the same defaults:
     otherwise the inventory would name addresses the VMs do not have."""
     text = (REPO / "Vagrantfile").read_text()
     found = dict(re.findall(r'ENV\.fetch\("(DLBENCH_VM_\w+)", "([^"]*)"\)', text))

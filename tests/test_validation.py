@@ -1,4 +1,4 @@
-"""verdict-check's arithmetic (harness/validation.py) on results folders with known numbers:
+"""verdict-check's arithmetic (selfcheck/validation.py) on results folders with known numbers:
 the in-run projection from a full run's first steps, the full run's spread, the goal."""
 import pytest
 

@@ -1,4 +1,4 @@
-"""The keys of cell.json, which the controller writes (harness/launch.py) and every trainer
+"""The keys of cell.json, which the controller writes (harness/run/launch.py) and every trainer
 reads, in one place. A trainer checks the file when it loads it: a missing or unknown key, or
 one of the wrong type, is an error naming the key, before any framework starts.
 Python 3.6: a plain dict of key -> (types, meaning)."""
@@ -9,7 +9,7 @@ OPTIONAL_TEXT = (str, type(None))
 LIST = (list,)
 
 KEYS = {
-    # the cell (harness/matrix.py Cell): its id and settings
+    # the cell (harness/plan/matrix.py Cell): its id and settings
     "run_id": (TEXT, "the run's id"),
     "cell_id": (TEXT, "the cell's id: benchmark, system-mode, repeat, settings hash"),
     "benchmark": (TEXT, "network-dataset, Table III"),
@@ -35,7 +35,7 @@ KEYS = {
                       "order, losses and final weights kept (bench/common/samemath.py)"),
     "planted": (TEXT, "the same-math check's planted error (tests), or empty"),
     "init_checksum": (TEXT, "the same-math check: the initial weights' sha256, or empty"),
-    # training (harness/launch.py TRAINING): the same for every framework
+    # training (harness/run/launch.py TRAINING): the same for every framework
     "lr": (NUMBER, "learning rate"),
     "momentum": (NUMBER, "SGD momentum"),
     "seed": (NUMBER, "random seed"),

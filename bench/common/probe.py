@@ -1,5 +1,5 @@
 """The contention probe: a fixed CPU kernel run by `threads` processes for `seconds`, printed
-as one JSON line. The controller (harness/contention.py) runs it on each node alone, then on
+as one JSON line. The controller (harness/run/contention.py) runs it on each node alone, then on
 every node at once, and reads from the ratio whether the nodes share physical cores.
 
 Processes, not threads: pure Python work, so that the GIL does not serialise it, and no BLAS,

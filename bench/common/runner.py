@@ -60,7 +60,7 @@ def keep(config, measured):
     """Write what is measured so far (timed steps, calibration, summary) before the profiled
     steps. TensorFlow's profiler has aborted a worker in native code (heap corruption in
     stop()) after its timed steps: result.json then still holds them, with phase "profile",
-    and the harness keeps the cell's timing (harness/launch.py salvage)."""
+    and the harness keeps the cell's timing (harness/run/launch.py salvage)."""
     result = _BUILDING.get("result")
     if result is None:  # not under run(): a self-check driving the trainer directly
         return
@@ -72,7 +72,7 @@ def keep(config, measured):
 
 def most_steps(config):
     """The steps a loop may time: epochs x steps_per_epoch, or the verdict profile's ceiling
-    (harness/matrix.py Cell.total_steps, for the controller)."""
+    (harness/plan/matrix.py Cell.total_steps, for the controller)."""
     epochs = config["epochs"]
     if config.get("precision"):
         epochs = max(epochs, config.get("max_epochs") or 0)

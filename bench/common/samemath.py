@@ -1,4 +1,4 @@
-"""The same-math check on a node (`invoke same-math`, harness/samemath.py): every framework
+"""The same-math check on a node (`invoke same-math`, selfcheck/samemath.py): every framework
 starts from one set of initial weights and reads its shard in one recorded order, so that step
 k of every system-mode computes on the same weights and images, and its losses and final
 weights can be compared number for number.
@@ -168,6 +168,10 @@ def canonical_layout(arrays):
         else:
             out.append(array.T if array.ndim == 2 else array)
     return out
+
+
+# errors the check must catch, put in on purpose by its tests (`invoke same-math --plant`)
+PLANTED = ("mxnet-server-lr-x3", "pytorch-momentum-off", "tensorflow-dense-not-transposed")
 
 
 def planted(config, name):

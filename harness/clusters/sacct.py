@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..nodes import SlurmNode
+from ..nodes.access import SlurmNode
 
 FIELDS = "JobID,JobName,NodeList,State,ExitCode,Elapsed,TotalCPU,MaxRSS"
 FILE = "sacct.txt"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
-from .paths import cache_dir
+from ..errors import UserError
+from ..paths import cache_dir
 
 PIXELS = 3072
 

@@ -9,8 +9,9 @@ import time
 
 import registry
 
-from . import datasets, layout
-from .errors import UserError
+from ..nodes import datasets
+from ..plan import layout
+from ..errors import UserError
 
 MIN_FREE_MB = 1024  # results of one cell are a few MB; a nearly full disk fails mid-run
 PROVISION_FIX = "run `invoke provision` with the same --inventory, --stack, --profile (and --nodes)"

@@ -16,14 +16,14 @@ replace it as soon as the cells have run once.
 """
 from dataclasses import dataclass
 
-from . import runfolder
+from ..results import runfolder
 
 ESTIMATE_STEPS = 8  # `invoke estimate`: steps per cell (warm-up 2 included)
 
 # The prior's figures: the verdict run 20261124-014642 on this project's 2-core machine (2
 # own-core local nodes, 1 thread each, current stack), whose nodes ran the probe at PRIOR_SPEED
 PRIOR_SPEED = 470.0  # contention probe: kernel chunks per second per node, alone
-PRIOR_STARTUP = {"tensorflow": 8.0, "pytorch": 4.0, "mxnet": 5.0}  # s, median per framework
+PRIOR_STARTUP = 6.0  # s, start-up to the end of the first step: the cells' median
 PRIOR_STEP = {"lenet5": 0.02, "alexnet": 0.5, "resnet18": 0.3, "resnet50": 0.7}  # s, median
 PRIOR_REST_STEPS = 2  # the rest of a cell (calibration, profiled steps), in profiled steps
 PRIOR_REST = 3.0  # s: teardown and result files
@@ -75,7 +75,7 @@ def prior(cell, probe):
         return None
     scale = PRIOR_SPEED / min(speeds)
     step = PRIOR_STEP[cell.network] * scale
-    return Basis(PRIOR, PRIOR_STARTUP[cell.framework] * scale, step,
+    return Basis(PRIOR, PRIOR_STARTUP * scale, step,
                  PRIOR_REST + PRIOR_REST_STEPS * cell.profile_steps * step)
 
 

@@ -9,8 +9,8 @@ import yaml
 
 import registry
 
-from .errors import UserError
-from .paths import STACKS
+from ..errors import UserError
+from ..paths import STACKS
 
 CONDA_ENVS = STACKS / "conda"
 

@@ -9,9 +9,11 @@ import sys
 import tarfile
 import time
 
-from . import clusters, datasets, inventory, matrix, stacks
-from .errors import UserError
-from .paths import BENCH, PLAYBOOKS, REPO, cache_dir
+from .. import clusters
+from . import datasets, inventory, stacks
+from ..plan import matrix
+from ..errors import UserError
+from ..paths import BENCH, PLAYBOOKS, REPO, cache_dir
 
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 

@@ -11,16 +11,16 @@ clock, so that the nodes' clocks do not matter. A process stalls when:
   first step) longer than SETUP_MULTIPLE x the expected start-up;
 - its step count stands still in training for STEP_MULTIPLE x the expected step.
 
-The expected start-up and step are the cell's basis (harness/estimate.py: the newest earlier
+The expected start-up and step are the cell's basis (harness/plan/estimate.py: the newest earlier
 run of the same cell) or, without one, a prior: STARTUP_PRIOR and the network's step bound
-(harness/matrix.py STEP_BOUND, a generous upper bound). Each bound has a floor, so that a
+(harness/plan/matrix.py STEP_BOUND, a generous upper bound). Each bound has a floor, so that a
 short expected value does not turn a hiccup of a busy machine into a failure. Phases with no
 step count (calibration, profiled steps, the services' serving) are watched by the heartbeat
 only; the cell's timeout stays as the last resort.
 """
 from dataclasses import dataclass
 
-from .matrix import STEP_BOUND
+from ..plan.matrix import STEP_BOUND
 
 FROZEN_SECONDS = 20.0
 SETUP_MULTIPLE = 4.0

@@ -6,7 +6,7 @@ import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 MANIFEST, STATUS, RECORDS, ATTEMPTS = "manifest.json", "status.json", "records.jsonl", ".attempts"
 STATES = ("pending", "running", "succeeded", "failed")

@@ -7,10 +7,11 @@ attempt of a cell that runs again is moved to `.attempts/`, never overwritten.
 from collections import Counter
 from dataclasses import fields
 
-from . import collect, launch
-from .errors import UserError
+from ..results import collect
+from ..run import launch
+from ..errors import UserError
 from .matrix import Cell
-from .runfolder import RunFolder
+from ..results.runfolder import RunFolder
 
 # options that choose cells: a resumed run's cells come from its manifest instead
 SELECTING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "nodes",

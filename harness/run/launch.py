@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 
 import jinja2
 
-from . import interrupts, layout, nodes as nodes_mod, stall
-from .datasets import full_name, shard_name
-from .errors import UserError
-from .matrix import SYSTEMS
-from .paths import BENCH
+from . import interrupts, stall
+from ..plan import layout
+from ..nodes import access as nodes_mod
+from ..nodes.datasets import full_name, shard_name
+from ..errors import UserError
+from ..plan.matrix import SYSTEMS
+from ..paths import BENCH
 from .progress import CellProgress
 
 POLL_SECONDS = 1.0
@@ -105,7 +107,7 @@ def prepare(cell, run_id, nodes, stack, shards):
 
 def init_checksum(cell, classes):
     """The same-math check: the checksum of the initial weights the controller wrote
-    (harness/samemath.py), which every trainer rebuilds and checks; "" otherwise."""
+    (selfcheck/samemath.py), which every trainer rebuilds and checks; "" otherwise."""
     if not cell.math:
         return ""
     from bench.common import samemath

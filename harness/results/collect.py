@@ -9,9 +9,9 @@ from pathlib import Path
 import registry
 
 from . import runfolder
-from .clusters import sacct
-from .errors import UserError
-from .paths import REPO, cache_dir
+from ..clusters import sacct
+from ..errors import UserError
+from ..paths import REPO, cache_dir
 from .runfolder import RunFolder, read_json
 
 RESULTS_FORMAT = 1  # bump when the layout of results/<run-id>/ changes incompatibly

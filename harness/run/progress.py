@@ -1,6 +1,6 @@
 """What the user sees while a cell runs: per node, steps done of total and the current phase,
 and the ETA of the cell (from its steps so far) and of the run (plus the later cells' estimates,
-harness/estimate.py).
+harness/plan/estimate.py).
 
 On a terminal: a live table (rich). Elsewhere (CI, a log file): one line every LINE_SECONDS.
 """

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from .errors import UserError
-from .paths import INVENTORIES
+from ..errors import UserError
+from ..paths import INVENTORIES
 
 CONNECTIONS = ("local", "ssh", "slurm")
 HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
@@ -123,7 +123,7 @@ def load(name_or_path):
     group_vars = _group_vars(path.parent)
     raw_hosts = _raw_hosts(path, data["all"], group_vars)
     if (data["all"].get("vars") or {}).get("ansible_connection") == "slurm":
-        from .clusters import allocation  # the hosts are the allocation's, not listed
+        from ..clusters import allocation  # the hosts are the allocation's, not listed
         raw_hosts = allocation.hosts(path, data["all"].get("vars") or {})
     if not raw_hosts:
         raise UserError("inventory %s: no hosts under all.children.nodes.hosts or all.hosts" % path,

@@ -14,8 +14,8 @@ import shlex
 import threading
 import time
 
-from .errors import UserError
-from .paths import BENCH, cache_dir
+from ..errors import UserError
+from ..paths import BENCH, cache_dir
 
 PROBE_SECONDS = 1.0
 # A probe of the same nodes younger than this is taken again instead of run again: a layout

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from . import collect
 from .runfolder import RunFolder
-from .errors import UserError
-from .paths import REPO
+from ..errors import UserError
+from ..paths import REPO
 
 JUNIT = REPO / "results" / "tests" / "junit.xml"  # written by `make test`
 SUMS = "SHA256SUMS"
