@@ -318,6 +318,25 @@ def same_math(c, inventory=None, stack=None, systems=None, results=None, plant="
         raise Exit("same-math: the frameworks' arithmetic differs (above)", code=1)
 
 
+@task(name="reference-check", help={
+    "inventory": COMMON["inventory"], "stack": COMMON["stack"],
+    "rounds": "interleaved rounds [6]", "steps": "steps of each model per round [5]",
+    "frameworks": "comma-separated subset of %s [all]" % ",".join(registry.frameworks()),
+    "networks": "comma-separated subset of resnet18, resnet50, alexnet [all]"})
+@_user_errors
+def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks=None,
+                    networks=None):
+    """Benchmark: each network against its framework's own (torchvision, Gluon model zoo,
+    keras.applications) on node 1, interleaved rounds; prints the ratios (goal: within 10%)."""
+    from harness import commands
+    from selfcheck import reference
+    o = _options(c, inventory=inventory, stack=stack)
+    reference.run(o.inventory, o.stack, commands.check_positive("rounds", rounds),
+                  commands.check_positive("steps", steps),
+                  frameworks.split(",") if frameworks else None,
+                  networks.split(",") if networks else None)
+
+
 @task(name="stack-envs", help={"stack": "one stack (default: every stack in stacks/)"})
 @_user_errors
 def stack_envs(c, stack=None):
@@ -365,6 +384,6 @@ def cluster_status(c):
 
 
 ns = Collection(provision, bench, estimate, collect, analyze, compare, reproduce, overhead,
-                crosscheck, verdict_check, same_math, artifact,
+                crosscheck, verdict_check, same_math, reference_check, artifact,
                 analysis_bench, fault_bench, slurm_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))

@@ -52,13 +52,19 @@ def run_module(cell, nodes, stack, module, *args):
     node = proc.node
     node.mkdir(proc.out_dir)
     launch.write_file(node, proc.out_dir + "/cell.json", json.dumps(proc.config))
-    python = stack.env(cell.framework).python(node.path(node.host.env_root))
+    env = stack.env(cell.framework)
+    python = env.python(node.path(node.host.env_root))
     threads = proc.config["threads"]
-    command = ("cd %s && OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d TF_USE_LEGACY_KERAS=1 "
-               "TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1 PYTHONPATH=%s %s -m %s cell.json %s"
-               % (shlex.quote(proc.out_dir), threads, threads,
-                  shlex.quote(node.path(node.host.workdir) + "/code"), shlex.quote(python),
-                  module, " ".join(str(int(a)) for a in args)))
+    # the launch scripts' settings (bench/templates/), then the stack's own, which win
+    variables = dict({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+                      "TF_USE_LEGACY_KERAS": 1, "TF_CPP_MIN_LOG_LEVEL": 2,
+                      "TF_ENABLE_ONEDNN_OPTS": 1}, **(env.environment or {}))
+    pin = "taskset -c %s " % proc.config["cpus"] if proc.config["cpus"] else ""
+    command = ("cd %s && %s PYTHONPATH=%s %s%s -m %s cell.json %s"
+               % (shlex.quote(proc.out_dir), " ".join(
+                   "%s=%s" % (k, shlex.quote(str(v))) for k, v in sorted(variables.items())),
+                  shlex.quote(node.path(node.host.workdir) + "/code"), pin,
+                  shlex.quote(python), module, " ".join(str(int(a)) for a in args)))
     out = node.run(command).stdout
     return json.loads(out.strip().splitlines()[-1])
 

@@ -1,0 +1,50 @@
+"""`invoke reference-check`: each network of the package against the same network as its
+framework's own library writes it (torchvision, the Gluon model zoo, keras.applications), on
+node 1: one process, the node's threads, a full SGD-momentum step on one fixed batch, in
+interleaved rounds (bench/common/reference.py). A benchmark that prints figures. Goal: every
+network within GOAL of its reference, or the difference explained (docs/methodology.md,
+"Networks against their frameworks' own")."""
+import registry
+
+from harness.nodes import inventory, access as nodes_mod, stacks
+from harness.plan import matrix
+from selfcheck.overhead import FRAMEWORK_SYSTEM, run_module
+
+GOAL = 0.10
+NETWORK_BENCHMARK = {"resnet18": "resnet18-cifar10", "resnet50": "resnet50-cifar10",
+                     "alexnet": "alexnet-cifar10"}
+
+
+def run(inventory_name, stack_name, rounds=6, steps=5, frameworks=None, networks=None):
+    inv = inventory.load(inventory_name)
+    stack = stacks.load(stack_name)
+    nodes = nodes_mod.connect_all(inv)
+    rows = []
+    for framework in frameworks or list(registry.frameworks()):
+        for network in networks or list(NETWORK_BENCHMARK):
+            (cell,) = matrix.plan("smoke", len(inv.hosts),
+                                  benchmarks=NETWORK_BENCHMARK[network],
+                                  systems=FRAMEWORK_SYSTEM[framework])
+            print("%s %s: %d rounds of %d steps of each model on %s ..."
+                  % (stack.name, framework + " " + network, rounds, steps, nodes[0].name),
+                  flush=True)
+            rows.append(dict(run_module(cell, nodes, stack, "bench.common.reference", rounds,
+                                        steps), stack=stack.name))
+    print("\n".join(table(rows)))
+    return rows
+
+
+def table(rows):
+    lines = ["| stack | framework | network | package ms | reference ms | package / reference "
+             "(range) | within %d%% | reference |" % (100 * GOAL), "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = r.get("ratio")
+        median = r.get("median") or {}
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["stack"], r["framework"], r["network"],
+            "%.1f" % (1e3 * median["package"]) if "package" in median else "-",
+            "%.1f" % (1e3 * median["reference"]) if "reference" in median else "-",
+            "%.3f (%.3f-%.3f)" % (ratio["median"], ratio["low"], ratio["high"]) if ratio
+            else "-", ("yes" if abs(ratio["median"] - 1) <= GOAL else "NO") if ratio else "-",
+            r["reference"] if ratio else "none: %s" % r.get("missing")))
+    return lines
