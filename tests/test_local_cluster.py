@@ -6,6 +6,7 @@ Runs the user's own commands (`invoke provision bench collect analyze`) as subpr
 """
 import json
 import math
+import re
 from pathlib import Path
 
 import psutil
@@ -55,6 +56,16 @@ def test_every_system_mode_ran_and_every_process_reported(smoke_run):
     # the placements of the paper: a parameter-server mode puts n + n + 1 processes on n nodes
     assert len(results_in(smoke_run["cells"]["mxnet-sync"])) == 2 * NODES + 1
     assert len(results_in(smoke_run["cells"]["tensorflow-async"])) == 2 * NODES + 1
+
+
+def test_a_first_run_prints_a_prior_estimate_then_cell_etas(smoke_run):
+    """An empty results folder: no cell has a basis, so bench prints the prior's total
+    (scaled by the contention probe it has just run) instead of "0 s for 0 of 5", and the
+    progress lines carry a run ETA with no cell left unestimated."""
+    out = smoke_run["bench_out"]
+    assert re.search(r"expected: \S+ \S+ for 5 of 5 cell\(s\) \(5 from a prior: ", out), out
+    assert "without a basis" not in out
+    assert "not estimated" not in out
 
 
 def test_every_worker_has_every_phase(smoke_run):
