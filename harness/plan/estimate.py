@@ -23,8 +23,8 @@ ESTIMATE_STEPS = 8  # `invoke estimate`: steps per cell (warm-up 2 included)
 # The prior's figures: the verdict run 20261124-014642 on this project's 2-core machine (2
 # own-core local nodes, 1 thread each, current stack), whose nodes ran the probe at PRIOR_SPEED
 PRIOR_SPEED = 470.0  # contention probe: kernel chunks per second per node, alone
-PRIOR_STARTUP = 6.0  # s, start-up to the end of the first step: the cells' median
-PRIOR_STEP = {"lenet5": 0.02, "alexnet": 0.5, "resnet18": 0.3, "resnet50": 0.7}  # s, median
+PRIOR_STARTUP = 6.8  # s, start-up to the end of the first step: the cells' median
+PRIOR_STEP = {"lenet5": 0.022, "alexnet": 1.47, "resnet18": 0.43, "resnet50": 0.83}  # s, median
 PRIOR_REST_STEPS = 2  # the rest of a cell (calibration, profiled steps), in profiled steps
 PRIOR_REST = 3.0  # s: teardown and result files
 PRIOR_FACTOR = 2.0  # how far off a prior may be, either way
