@@ -54,11 +54,22 @@ def alexnet(classes, size):
         layers.Dense(classes)], name="alexnet")
 
 
+# The trained layers of the network being built, in the order they were made: a functional
+# model lists its variables in its layers' topological order, which puts a block's shortcut
+# convolution before the body's last batch norm; the same-math check needs PyTorch's order.
+MADE = []
+
+
+def made(layer):
+    MADE.append(layer)
+    return layer
+
+
 def conv_bn(x, channels, kernel, stride=1, relu=True):
     for layer in conv(channels, kernel, stride, pad=kernel // 2, use_bias=False):
-        x = layer(x)
+        x = made(layer)(x) if isinstance(layer, layers.Conv2D) else layer(x)
     # PyTorch's momentum 0.1 is Keras's 0.9 (the weight of the running value)
-    x = layers.BatchNormalization(epsilon=1e-5, momentum=0.9)(x)
+    x = made(layers.BatchNormalization(epsilon=1e-5, momentum=0.9))(x)
     return layers.ReLU()(x) if relu else x
 
 
@@ -84,6 +95,7 @@ def bottleneck(x, width, stride):
 
 def resnet(block, depths, classes, size, name):
     """The ImageNet form: 7x7/2 stem, 3x3/2 max-pool, four stages, global pool, one dense."""
+    del MADE[:]
     inputs = tf.keras.Input((size, size, 3))
     x = conv_bn(inputs, 64, 7, 2)
     x = layers.MaxPooling2D(3, 2)(layers.ZeroPadding2D(1)(x))  # zeros are neutral after ReLU
@@ -91,7 +103,9 @@ def resnet(block, depths, classes, size, name):
         for i in range(depth):
             x = block(x, 64 * 2 ** stage, 2 if (i == 0 and stage > 0) else 1)
     x = layers.GlobalAveragePooling2D()(x)
-    return tf.keras.Model(inputs, layers.Dense(classes)(x), name=name)
+    model = tf.keras.Model(inputs, made(layers.Dense(classes))(x), name=name)
+    model.made_order = list(MADE)  # trained_in_order() reads it
+    return model
 
 
 NETWORKS = {
@@ -107,8 +121,16 @@ def build(network, classes, size):
     return pick(NETWORKS, network, "tensorflow")(classes, size)
 
 
+def trained_in_order(model):
+    """The trained variables in the order their layers were made (PyTorch's order)."""
+    order = getattr(model, "made_order", None)
+    if not order:
+        return model.trainable_variables
+    return [v for layer in order for v in layer.trainable_weights]
+
+
 def set_canonical(model, arrays, planted=None):
-    variables = model.trainable_variables
+    variables = trained_in_order(model)
     converted = samemath.keras_layout(arrays, planted)
     if [tuple(v.shape) for v in variables] != [a.shape for a in converted]:
         raise ValueError("canonical weights do not fit: %s against %s"
@@ -117,8 +139,11 @@ def set_canonical(model, arrays, planted=None):
         variable.assign(array)
 
 
-def canonical_layout(arrays):
-    return samemath.canonical_layout(arrays)
+def canonical(model, values=None):
+    """The trained weights in the canonical layout and order; values: variable -> its value
+    where the caller reads them its own way (a strategy's local copy)."""
+    read = values or (lambda v: v.numpy())
+    return samemath.canonical_layout([read(v) for v in trained_in_order(model)])
 
 
 def parameter_count(model):

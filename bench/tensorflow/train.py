@@ -171,8 +171,7 @@ def local_weights(strategy, model):
 
 def trained_weights(strategy, model):
     """This worker's copy of the trained weights, canonical (the same-math check)."""
-    return models.canonical_layout([strategy.experimental_local_results(v)[0].numpy()
-                                    for v in model.trainable_variables])
+    return models.canonical(model, lambda v: strategy.experimental_local_results(v)[0].numpy())
 
 
 def barrier(strategy):
@@ -290,7 +289,7 @@ def train_async(config, sampler):
         model = built(config)
         step = replica_step(config, model, sgd(config))
     if config["math"]:
-        samemath.write_weights(config, models.canonical_layout(model.get_weights()),
+        samemath.write_weights(config, models.canonical(model),
                                samemath.LOADED)
     per_worker = coordinator.create_per_worker_dataset(full_dataset_fn(config))
     fn = tf.function(lambda iterator: strategy.run(closure(step), args=(iterator,)))
@@ -305,7 +304,7 @@ def train_async(config, sampler):
     net_after = sampler.net_counters()
     sampler.progress(step=len(records) // config["world_size"])
     if config["math"]:  # the weights on the parameter servers
-        samemath.write_weights(config, models.canonical_layout(model.get_weights()),
+        samemath.write_weights(config, models.canonical(model),
                                samemath.FINAL)
     calibration = calibrate(config, sampler, model.get_weights(), local_batch(config))
     steps = async_steps(config, records)
