@@ -44,8 +44,12 @@ def same_math_text(manifest):
     record = manifest.get("same_math")
     if not record:
         return "not checked for the %s stack (`invoke same-math --stack %s`)" % (stack, stack)
+    if record.get("benchmark"):
+        stack = "%s stack, %s" % (stack, record["benchmark"])
+    else:
+        stack += " stack"
     if record.get("ok"):
-        return "passed for the %s stack on %s (largest loss difference between frameworks " \
+        return "passed for the %s on %s (largest loss difference between frameworks " \
                "%.1e; run %s)" % (stack, record.get("when"),
                                   record.get("largest_loss_difference") or 0.0,
                                   record.get("run"))
@@ -53,7 +57,7 @@ def same_math_text(manifest):
                                                         p["layer"])
                        for p in record.get("parted") or []) or \
         "; ".join(record.get("failed") or []) or "see the run"
-    return "FAILED for the %s stack on %s: %s (run %s)" % (stack, record.get("when"), parted,
+    return "FAILED for the %s on %s: %s (run %s)" % (stack, record.get("when"), parted,
                                                           record.get("run"))
 
 

@@ -52,7 +52,7 @@ def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems
                              benchmarks=benchmark, systems=systems, planted=planted)
     commands.collect_run(inventory_name, out, "run")
     found = compare(load(outcome["path"]))
-    found["run"] = str(outcome["path"])
+    found.update(run=str(outcome["path"]), benchmark=benchmark)
     lines = table(found)
     (out / "math.md").write_text("\n".join(lines) + "\n")
     (out / "math.json").write_text(json.dumps(found, indent=1, default=float))
@@ -72,6 +72,7 @@ def keep(stack_name, found, planted):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
         "ok": found["ok"], "when": time.strftime("%Y-%m-%d %H:%M:%S"), "run": found["run"],
+        "benchmark": found.get("benchmark"),
         "largest_loss_difference": max([max(p["loss_differences"] or [0.0])
                                         for p in found["sync"]] or [None]),
         "parted": found["parted"], "failed": found["failed"]}))

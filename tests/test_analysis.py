@@ -477,9 +477,11 @@ def test_the_setup_says_whether_the_same_math_check_passed_for_the_stack():
     assert testbed.same_math_text(passed) == ("passed for the current stack on 2026-11-24 "
                                               "03:00:00 (largest loss difference between "
                                               "frameworks 2.5e-06; run r)")
-    failed = dict(stack, same_math={"ok": False, "when": "w", "run": "r", "parted": [
+    failed = dict(stack, same_math={"ok": False, "when": "w", "run": "r",
+                                    "benchmark": "resnet18-cifar10", "parted": [
         {"system": "mxnet-sync", "what": "parts from pytorch-sync", "step": 2,
          "layer": "conv1.weight"}]})
-    assert testbed.same_math_text(failed) == ("FAILED for the current stack on w: mxnet-sync "
+    assert testbed.same_math_text(failed) == ("FAILED for the current stack, resnet18-cifar10 "
+                                              "on w: mxnet-sync "
                                               "parts from pytorch-sync at step 2, layer "
                                               "conv1.weight (run r)")
