@@ -75,6 +75,7 @@ def prepare(cell, run_id, nodes, stack, shards):
     used = nodes[:cell.nodes]
     data_dirs = ["%s/data/%s" % (n.path(n.host.workdir), shards["id"]) for n in used]
     processes = []
+    checksum = init_checksum(cell, shards["classes"])  # once a cell: ResNet-50 is 23M floats
     for node, role, rank in layout.roles(cell, nodes):
         host = node.host
         workdir = node.path(host.workdir)
@@ -94,7 +95,7 @@ def prepare(cell, run_id, nodes, stack, shards):
             profiler_services=layout.profiler_services(cell, nodes),
             profiler_port=layout.profiler_port(cell, node, role),
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),
-            init_checksum=init_checksum(cell, shards["classes"]))
+            init_checksum=checksum)
         variables = dict(config, system=cell.system, code_dir=workdir + "/code",
                          lease_seconds=LEASE_SECONDS,
                          python=python_rel.python(node.path(host.env_root)),
