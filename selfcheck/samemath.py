@@ -92,8 +92,7 @@ def load(run_path):
             "mode": settings["mode"], "status": status.get("status"),
             "network": settings["network"],
             "classes": datasets.spec(settings["dataset"]).classes,
-            "reason": status.get("reason") or "", "losses": {}, "loaded": {}, "final": {},
-            "checksum": None})
+            "reason": status.get("reason") or "", "losses": {}, "loaded": {}, "final": {}})
         for folder in sorted((run_path / status["cell_id"]).glob("*/*-*")):
             role, rank = folder.name.rsplit("-", 1)
             read_process(entry, folder, role, int(rank))
@@ -110,7 +109,6 @@ def read_process(entry, folder, role, rank):
         steps.sort(key=lambda s: s.get("start", 0.0))
     if steps:
         entry["losses"][rank] = [float(s["loss"]) for s in steps]
-    entry["checksum"] = (result.get("math") or {}).get("init_checksum") or entry["checksum"]
     for name, key in (("weights-loaded.npz", "loaded"), ("weights-final.npz", "final")):
         if (folder / name).is_file():
             with np.load(str(folder / name)) as arrays:
@@ -121,13 +119,14 @@ def read_process(entry, folder, role, rank):
 
 def compare(systems):
     """{ok, sync: [pair rows], parted: [disagreements], loaded: [rows], asynchronous:
-    [rows], failed: [system: reason], steps: {1, 10, 30: largest loss difference}}."""
+    [rows], failed: ["system: reason"], curves: {sync system: mean loss per step}}."""
     failed = ["%s: %s" % (name, e["reason"] or e["status"]) for name, e in systems.items()
               if e["status"] != "succeeded"]
     ran = {name: e for name, e in systems.items() if e["status"] == "succeeded"}
     sync = sorted(name for name, e in ran.items() if e["mode"] == "sync")
     pairs = [pair(a, ran[a], b, ran[b]) for i, a in enumerate(sync) for b in sync[i + 1:]]
-    loaded = [loaded_row(name, ran[name], reference_weights(ran)) for name in sorted(ran)]
+    reference = reference_weights(ran)  # built once: ResNet-50's are 23M floats
+    loaded = [loaded_row(name, ran[name], reference) for name in sorted(ran)]
     # a wrong load is the root of every later difference: named first
     parted = [{"system": r["system"], "step": 0, "layer": r["first_layer"],
                "what": "its weights before the first step are not the controller's"}
