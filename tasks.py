@@ -301,10 +301,12 @@ def verdict_check(c, inventory=None, stack=None, systems=None, benchmark="lenet5
     "benchmark": "lenet5-cifar10 (the check CI runs) or resnet18-cifar10 / resnet50-cifar10 "
                  "(minutes) [lenet5-cifar10]",
     "plant": "put in one error on purpose, which the check must catch (a test of the "
-             "check): one of %s" % ", ".join(LISTED.planted)})
+             "check): one of %s" % ", ".join(LISTED.planted),
+    "floor": "also run each framework against itself from perturbed weights and let the "
+             "tolerance follow that noise floor (always on for the ResNets)"})
 @_user_errors
 def same_math(c, inventory=None, stack=None, systems=None, results=None, plant="",
-              benchmark="lenet5-cifar10"):
+              benchmark="lenet5-cifar10", floor=False):
     """Check: the five system-modes train a network for 30 steps from the same weights and
     batches; losses and weights must agree across frameworks. Exits 1 when they do not."""
     from selfcheck import samemath
@@ -313,7 +315,7 @@ def same_math(c, inventory=None, stack=None, systems=None, results=None, plant="
         raise Exit("error: unknown --plant %r; use one of %s"
                    % (plant, ", ".join(samemath.PLANTED)), code=2)
     found = samemath.run(o.inventory, o.stack, o.results, benchmark=benchmark, systems=systems,
-                         planted=plant)
+                         planted=plant, floor=True if floor else None)
     if not found["ok"]:
         raise Exit("same-math: the frameworks' arithmetic differs (above)", code=1)
 

@@ -50,9 +50,11 @@ def same_math_text(manifest):
         stack += " stack"
     if record.get("ok"):
         return "passed for the %s on %s (largest loss difference between frameworks " \
-               "%.1e; run %s)" % (stack, record.get("when"),
-                                  record.get("largest_loss_difference") or 0.0,
-                                  record.get("run"))
+               "%.1e%s; run %s)" % (stack, record.get("when"),
+                                    record.get("largest_loss_difference") or 0.0,
+                                    ", within %gx each framework's own noise floor"
+                                    % record["noise_floor"] if record.get("noise_floor")
+                                    else "", record.get("run"))
     parted = "; ".join("%s %s at step %s, layer %s" % (p["system"], p["what"], p["step"],
                                                         p["layer"])
                        for p in record.get("parted") or []) or \

@@ -477,6 +477,12 @@ def test_the_setup_says_whether_the_same_math_check_passed_for_the_stack():
     assert testbed.same_math_text(passed) == ("passed for the current stack on 2026-11-24 "
                                               "03:00:00 (largest loss difference between "
                                               "frameworks 2.5e-06; run r)")
+    floored = dict(stack, same_math=dict(passed["same_math"], noise_floor=10.0,
+                                         benchmark="resnet18-cifar10"))
+    assert testbed.same_math_text(floored) == (
+        "passed for the current stack, resnet18-cifar10 on 2026-11-24 03:00:00 (largest loss "
+        "difference between frameworks 2.5e-06, within 10x each framework's own noise floor; "
+        "run r)")
     failed = dict(stack, same_math={"ok": False, "when": "w", "run": "r",
                                     "benchmark": "resnet18-cifar10", "parted": [
         {"system": "mxnet-sync", "what": "parts from pytorch-sync", "step": 2,

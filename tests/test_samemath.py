@@ -92,6 +92,48 @@ def test_an_async_loss_that_does_not_fall_fails():
     assert not found["ok"] and not found["asynchronous"][0]["falls"]
 
 
+def growing(values, offset=1e-7, growth=10.0):
+    """values with a relative difference of offset x growth**k at step k + 1, capped at 0.5:
+    rounding amplified by a fast-falling loss."""
+    return [v * (1 + min(0.5, offset * growth ** k)) for k, v in enumerate(values)]
+
+
+def test_the_noise_floor_lets_the_tolerance_grow_with_rounding_and_no_further():
+    """Frameworks 10x a step apart fail against the fixed tolerance (first at step 4:
+    1e-7 x 10**3 > 1e-4), pass against each one's own floor growing as fast from 3e-8, and a
+    framework 30x a step apart (a real difference) fails at the step where it crosses 10x
+    the floor."""
+    base = curve(rate=0.9, steps=12)
+    own = {"mxnet-sync": base, "pytorch-sync": growing(base),
+           "tensorflow-sync": growing(base, offset=1.5e-7)}
+    runs = {name: entry("sync", {0: values}) for name, values in own.items()}
+    alone = samemath.compare(runs)
+    assert not alone["ok"] and min(p["step"] for p in alone["parted"]) == 4
+    floor_runs = {name: entry("sync", {0: growing(values, offset=3e-8)})
+                  for name, values in own.items()}
+    noise = samemath.noise_floor(runs, floor_runs)
+    assert noise["per_step"][0] == pytest.approx(3e-8, rel=1e-3)
+    assert noise["per_step"][3] == pytest.approx(3e-5, rel=1e-3)
+    found = samemath.compare(runs, noise)
+    assert found["ok"], found["parted"]
+    assert "Noise floor" in "\n".join(samemath.table(found))
+    # 1e-7 x 30**k against max(1e-4, 10 x 3e-8 x 10**k): 9e-5 at step 3 passes, 2.7e-3 at
+    # step 4 (against 3e-4) does not
+    runs["tensorflow-sync"] = entry("sync", {0: growing(base, growth=30.0)})
+    found = samemath.compare(runs, noise)
+    assert not found["ok"]
+    assert found["parted"][0]["system"] == "tensorflow-sync"
+    assert found["parted"][0]["step"] == 4
+
+
+def test_the_perturbed_weights_move_by_one_rounding_step():
+    arrays = node_side.initial_weights("lenet5", 10, 0)
+    moved = node_side.perturbed(arrays, 0)
+    ratio = np.abs(moved[0] / arrays[0] - 1)
+    assert ratio.max() < 3e-7 and np.median(ratio) > 3e-8
+    assert not np.array_equal(moved[0], arrays[0]) and moved[0].dtype == np.float32
+
+
 # --- on the local cluster -----------------------------------------------------------------
 
 NODES = len(inventory.load("local").hosts)

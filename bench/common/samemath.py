@@ -96,7 +96,23 @@ def checked_initial_weights(config):
         raise ValueError("same-math: the initial weights built here (checksum %s) are not the "
                          "controller's (%s): numpy differs in its seeded stream"
                          % (checksum(arrays)[:12], config["init_checksum"][:12]))
+    if planted(config, PERTURBED):
+        return perturbed(arrays, config["seed"])
     return arrays
+
+
+# not an error: every weight moved by about one float32 rounding step, so that a framework
+# run against itself shows how fast rounding differences grow (the check's noise floor)
+PERTURBED = "weights-perturbed"
+PERTURBATION = 2.0 ** -23  # float32's machine epsilon: one unit in the last place at 1.0
+
+
+def perturbed(arrays, seed):
+    """Each weight times (1 +- PERTURBATION), the signs seeded: the smallest change float32
+    can hold, as different summation orders make it."""
+    rng = np.random.RandomState([seed, 1])
+    return [(a * (1 + PERTURBATION * rng.choice([-1.0, 1.0], a.shape))).astype(np.float32)
+            for a in arrays]
 
 
 def batch_order(config, epoch, images):
