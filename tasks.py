@@ -66,14 +66,17 @@ COMMON = {
 @task(help=dict(COMMON, data_archive="path of cifar-10-binary.tar.gz / cifar-100-binary."
                 "tar.gz already downloaded (md5-checked) instead of downloading it",
                 nodes="node counts `bench --nodes` will use, e.g. 1,2,3: shards for each "
-                      "[all the inventory's nodes]"))
+                      "[all the inventory's nodes]",
+                frameworks="comma-separated subset of the stack's frameworks to build envs "
+                           "for (slow nodes: emulated VMs) [all]"))
 @_user_errors
 def provision(c, inventory=None, stack=None, profile=None, data=None, data_archive=None,
-              nodes=None):
+              nodes=None, frameworks=None):
     """Build the framework envs, install bench/, push dataset shards, record host facts."""
     from harness.nodes import provision as prov
     o = _options(c, inventory=inventory, stack=stack, profile=profile)
-    prov.run(o.inventory, o.stack, o.profile, data=data, archive=data_archive, nodes=nodes)
+    prov.run(o.inventory, o.stack, o.profile, data=data, archive=data_archive, nodes=nodes,
+             frameworks=frameworks.split(",") if frameworks else None)
 
 
 @task(help=dict(COMMON,
@@ -385,7 +388,29 @@ def cluster_status(c):
     cluster.status()
 
 
+# --- Vagrant VMs: `invoke vagrant.box`, `vagrant.down` -------------------------------------
+
+@task(name="box")
+@_user_errors
+def vagrant_box(c):
+    """Build the libvirt box from Debian's packages (root; about 2 minutes; cached by recipe)
+    and `vagrant box add` it; prints its name (DLBENCH_VM_BOX)."""
+    from harness.clusters import vmbox
+    name, folder = vmbox.ensure()
+    print("%s (%s)" % (name, folder))
+
+
+@task(name="down")
+@_user_errors
+def vagrant_down(c):
+    """Destroy the VMs and stop what the package started for them (libvirt's daemons, its
+    network and pool), and nothing else."""
+    from harness.clusters import vagrant
+    vagrant.down()
+
+
 ns = Collection(provision, bench, estimate, collect, analyze, compare, reproduce, overhead,
                 crosscheck, verdict_check, same_math, reference_check, artifact,
                 analysis_bench, fault_bench, slurm_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))
+ns.add_collection(Collection("vagrant", vagrant_box, vagrant_down))

@@ -22,14 +22,15 @@ REFERENCE = Path(__file__).resolve().parent / "reference" / "paper.yml"
 PAPER_BENCHMARKS = ["lenet5-cifar10", "alexnet-cifar10", "resnet18-cifar10",
                     "resnet18-cifar100", "resnet50-cifar10", "resnet50-cifar100"]
 # which deviations of the setup bear on which kind of claim; any claim that compares
-# frameworks' times is "not comparable" on nodes that share cores
+# frameworks' times is "not comparable" on nodes that share cores or whose CPUs are emulated
 BEARING = {
-    "execution": ["shared_cores", "threads", "nodes", "memory", "versions", "python", "link",
-                  "data", "steps", "epochs"],
-    "communication": ["shared_cores", "threads", "nodes", "versions", "link", "steps"],
-    "operators": ["shared_cores", "threads", "versions", "python"],
+    "execution": ["shared_cores", "emulated_cpu", "threads", "nodes", "memory", "versions",
+                  "python", "link", "data", "steps", "epochs"],
+    "communication": ["shared_cores", "emulated_cpu", "threads", "nodes", "versions", "link",
+                      "steps"],
+    "operators": ["shared_cores", "emulated_cpu", "threads", "versions", "python"],
 }
-NOT_COMPARABLE = "shared_cores"
+NOT_COMPARABLE = ("shared_cores", "emulated_cpu")
 
 
 def load_reference(path=REFERENCE):
@@ -129,7 +130,7 @@ def _judge(row, verdict, measured, of):
     benchmarks were measured; the interval's own verdict then stays in the basis (and in
     `interval_verdict`, which a comparison of two runs reads)."""
     row = dict(row, interval_verdict=verdict)
-    if any(d["key"] == NOT_COMPARABLE for d in row["deviation_list"]):
+    if any(d["key"] in NOT_COMPARABLE for d in row["deviation_list"]):
         return dict(row, verdict="not comparable",
                     basis="%s; the interval alone: %s" % (row["basis"], verdict))
     if measured < of:

@@ -193,10 +193,13 @@ def _range(low, high, fmt="%.2f"):
 def setup_section(bed):
     """The run's setup beside the paper's (testbed.describe)."""
     paper = bed["paper"]
+    accelerator = (bed.get("vm") or {}).get("accelerator")
     machines = [[", ".join(m["nodes"]), m["logical_cpus"] or "?", m["physical_cores"] or "?",
                  m["threads"], "pinned" if m["pinned"] else "-",
                  {True: "yes", False: "no", None: "unknown"}[m["shared"]],
-                 m["memory_mb"] or "?"] for m in bed["machines"]]
+                 m["memory_mb"] or "?"] + ([ACCELERATORS.get(accelerator, accelerator)]
+                                           if accelerator else [])
+                for m in bed["machines"]]
     versions = ["%s: %s (paper %s)" % (k, "/".join(v["run"]) or "?", v["paper"])
                 for k, v in sorted(bed["versions"].items())]
     steps = ", ".join(("%d-%d epochs x %d = up to %d" % (s["epochs"], s["max_epochs"],
@@ -216,11 +219,11 @@ def setup_section(bed):
              "data: %s (paper: %s)" % ("/".join(bed["data"]) or "?", paper["data"]),
              "steps per worker: %s (paper: %d epochs x %d = %d)"
              % (steps, paper["epochs"], paper["steps_per_epoch"], bed["steps"]["paper"]),
-             "same arithmetic in every framework: %s" % bed["same_math"]]
+             "same arithmetic in every framework: %s" % bed["same_math"]] + vm_facts(bed)
     blocks = [("h2", "The setup beside the paper's"), ("list", facts),
               ("table", ["machine's nodes", "logical CPUs", "physical cores",
-                         "compute threads given", "CPU affinity", "cores shared", "memory MB"],
-               machines)]
+                         "compute threads given", "CPU affinity", "cores shared", "memory MB"]
+               + (["VM accelerator"] if accelerator else []), machines)]
     blocks += contention_blocks(bed.get("contention"))
     if bed["deviations"]:
         blocks += [("p", "Deviations from the paper's setup (named beside each verdict):"),
@@ -230,6 +233,20 @@ def setup_section(bed):
                             "they do not judge the frameworks. Every claim comparing "
                             "frameworks' times is marked not comparable."))
     return blocks
+
+
+ACCELERATORS = {"kvm": "KVM", "qemu": "QEMU TCG (emulated CPU)"}
+
+
+def vm_facts(bed):
+    """The VMs' provider, box and accelerator, where the nodes are Vagrant VMs."""
+    vm = bed.get("vm") or {}
+    if not vm:
+        return []
+    return ["VMs: %s, box %s, accelerator %s (%s)" % (
+        vm.get("provider"), vm.get("box"), ACCELERATORS.get(vm.get("accelerator"),
+                                                           vm.get("accelerator")),
+        vm.get("why", ""))]
 
 
 def contention_blocks(probe):

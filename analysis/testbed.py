@@ -32,7 +32,8 @@ def describe(manifest, paper=None):
              "python": sorted(_pythons(manifest)), "data": _data(manifest),
              "steps": _steps(manifest, paper), "paper": paper,
              "layout": (manifest.get("inventory") or {}).get("layout") or "",
-             "contention": probe, "same_math": same_math_text(manifest)}
+             "contention": probe, "same_math": same_math_text(manifest),
+             "vm": manifest.get("vm") or {}}
     setup["deviations"] = deviations(setup, paper)
     return setup
 
@@ -204,6 +205,11 @@ def deviations(setup, paper):
     def add(key, text):
         out.append({"key": key, "text": text})
 
+    vm = setup.get("vm") or {}
+    if vm.get("accelerator") == "qemu":
+        add("emulated_cpu", "the nodes are VMs on QEMU's TCG emulation (%s): their CPUs are "
+            "emulated, 1/50 to 1/300 of the host's speed, and no framework's time says how "
+            "fast it is" % vm.get("why", "KVM not usable"))
     losing = slowed(setup.get("contention"))
     if losing:
         probe = setup["contention"]

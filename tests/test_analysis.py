@@ -304,6 +304,33 @@ def test_nodes_sharing_two_cores_make_cross_framework_claims_not_comparable(tmp_
     assert "| reproduced |" not in text
 
 
+EMULATED = {"inventory": {"name": "vagrant", "hosts": [
+                {"name": "node%d" % i, "address": "192.168.123.%d" % (10 + i),
+                 "connection": "ssh", "cluster_interface": "eth0", "vcpus": 1}
+                for i in (1, 2, 3)]},
+            "host_facts": {"node%d" % i: {"cpu_count": 1, "physical_cores": 1,
+                                          "memory_mb": 1500, "machine_id": "vm%d" % i}
+                           for i in (1, 2, 3)},
+            "vm": {"provider": "libvirt", "box": "dlbench-bullseye-x", "accelerator": "qemu",
+                   "why": "a KVM guest printed nothing after 'Probing EDD' in 10 s"}}
+
+
+def test_vms_on_emulated_cpus_make_cross_framework_claims_not_comparable(tmp_path):
+    """Three VMs of their own (no sharing seen from inside) under QEMU's TCG: every claim
+    comparing frameworks' times is not comparable, and the node table says why."""
+    run = fixtures.write_run(tmp_path, matrix(2.65), manifest=EMULATED)
+    bed = testbed.describe(json_of(run / "manifest.json"))
+    assert bed["shares_cores"] is False
+    assert "emulated_cpu" in [d["key"] for d in bed["deviations"]]
+    claim = verdicts(run, bed)["tf_sync_vs_pytorch_sync"]
+    assert claim["verdict"] == "not comparable"
+    assert "the interval alone: reproduced" in claim["basis"]
+    text = report.build(run, quiet=True)["report"].read_text()
+    assert "VM accelerator" in text and "QEMU TCG (emulated CPU)" in text
+    assert "VMs: libvirt, box dlbench-bullseye-x, accelerator QEMU TCG" in text
+    assert "| reproduced |" not in text
+
+
 def test_nodes_with_cores_of_their_own_are_comparable():
     """3 nodes x 4 threads pinned on one 16-core machine: not shared; on 8 cores: shared."""
     manifest = {"inventory": {"hosts": [

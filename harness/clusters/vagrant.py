@@ -1,26 +1,38 @@
 """Three Vagrant VMs as a cluster: bring them up if needed and write inventory/vagrant.yml from
 `vagrant ssh-config`, so no key path or forwarded port is copied by hand.
 
+Two providers. libvirt (the default where it is installed): this package starts libvirt where
+it does not run and defines its NAT network and storage pool (libvirt.py), builds its box from
+Debian's packages where none is named (vmbox.py), and picks KVM or QEMU's TCG emulation by
+trying KVM; the VMs' addresses are the ones libvirt's DHCP gives them. VirtualBox: a Vagrant
+Cloud box on a host-only network with fixed addresses.
+
 The Vagrantfile reads the same environment variables with the same defaults (a test checks
 that they agree). Each VM's host key and cluster interface are read through `vagrant ssh`
 (authenticated by the key Vagrant made for that VM) and pinned in a known_hosts file: the
 harness and Ansible then check the host key on every connection."""
+import json
 import os
 import re
 import shutil
 import subprocess
+import time
 
 import yaml
 
+from . import libvirt, vmbox
 from ..errors import UserError
-from ..paths import INVENTORIES, REPO
+from ..paths import INVENTORIES, REPO, cache_dir
 
 INVENTORY = INVENTORIES / "vagrant.yml"
 STATE = REPO / ".vagrant" / "dlbench"
 DEFAULTS = {"DLBENCH_VM_NODES": "3", "DLBENCH_VM_CPUS": "4", "DLBENCH_VM_MEMORY": "16384",
-            "DLBENCH_VM_SUBNET": "192.168.56", "DLBENCH_VM_BOX": "generic/ubuntu2204"}
+            "DLBENCH_VM_SUBNET": "192.168.56", "DLBENCH_VM_NETWORK": "192.168.123",
+            "DLBENCH_VM_BOX": "generic/ubuntu2204", "DLBENCH_VM_DRIVER": "kvm",
+            "DLBENCH_VM_KERNEL": "", "DLBENCH_VM_CONSOLE": ""}
 SSH_FIELDS = {"hostname": "ssh_host", "port": "ssh_port", "user": "user",
               "identityfile": "key"}
+CLOUD_BOX = DEFAULTS["DLBENCH_VM_BOX"]
 
 
 def settings(environ=None):
@@ -29,24 +41,84 @@ def settings(environ=None):
 
 
 def node_address(index, subnet):
-    """The Vagrantfile's rule: node i gets <subnet>.1i on the private network."""
+    """The Vagrantfile's rule on VirtualBox: node i gets <subnet>.1i on the host-only network."""
     return "%s.%d" % (subnet, 10 + index)
+
+
+def provider():
+    """libvirt where it is installed (or asked for), else VirtualBox."""
+    asked = os.environ.get("VAGRANT_DEFAULT_PROVIDER")
+    if asked:
+        return asked
+    if shutil.which("libvirtd") or shutil.which("virsh"):
+        return "libvirt"
+    if shutil.which("VBoxManage"):
+        return "virtualbox"
+    raise UserError("neither libvirt nor VirtualBox is installed",
+                    libvirt.INSTALL + " (Debian), or install VirtualBox")
+
+
+def machine_setup(progress=print):
+    """Everything the VMs need before `vagrant up`, recorded in STATE/vm.json and passed to
+    the Vagrantfile through the environment: libvirt running, the box, the accelerator."""
+    chosen = provider()
+    os.environ["VAGRANT_DEFAULT_PROVIDER"] = chosen
+    record = {"provider": chosen, "box": os.environ.get("DLBENCH_VM_BOX") or CLOUD_BOX}
+    if chosen == "libvirt":
+        libvirt.ensure(progress)
+        if not os.environ.get("DLBENCH_VM_BOX"):
+            record["box"], folder = vmbox.ensure(progress)
+            kernel, initrd = vmbox.kernel_files(folder)
+            os.environ.update({"DLBENCH_VM_KERNEL": str(kernel),
+                               "DLBENCH_VM_INITRD": str(initrd),
+                               "DLBENCH_VM_CMDLINE": vmbox.RECIPE["cmdline"]})
+            record["accelerator"], record["why"] = libvirt.accelerator(kernel)
+        else:
+            record["accelerator"], record["why"] = "kvm", "box %s (no kernel to probe)" \
+                % record["box"]
+        if os.environ.get("DLBENCH_VM_DRIVER"):
+            record["accelerator"], record["why"] = os.environ["DLBENCH_VM_DRIVER"], \
+                "DLBENCH_VM_DRIVER"
+        console = cache_dir() / "vagrant" / "console"
+        console.mkdir(parents=True, exist_ok=True)
+        os.environ.update({"DLBENCH_VM_BOX": record["box"],
+                           "DLBENCH_VM_DRIVER": record["accelerator"],
+                           "DLBENCH_VM_CONSOLE": str(console)})
+        progress("accelerator: %s (%s)" % (record["accelerator"], record["why"]))
+    STATE.mkdir(parents=True, exist_ok=True)
+    (STATE / "vm.json").write_text(json.dumps(record, indent=1))
+    return record
+
+
+def vm_record():
+    """What machine_setup recorded (provider, box, accelerator and why), or {}."""
+    path = STATE / "vm.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def prepare(run=None, echo=print):
     """`vagrant up` what is not running, then write inventory/vagrant.yml. Returns its path."""
     run = run or _vagrant
-    if run is _vagrant and not shutil.which("vagrant"):
-        raise UserError("`vagrant` is not installed on this machine",
-                        "install Vagrant and VirtualBox or libvirt (+ the vagrant-libvirt "
-                        "plugin), see docs/reproducing.md; or use --inventory local")
+    if run is _vagrant:
+        if not shutil.which("vagrant"):
+            raise UserError("`vagrant` is not installed on this machine",
+                            "install Vagrant and libvirt (+ the vagrant-libvirt plugin) or "
+                            "VirtualBox, see docs/reproducing.md; or use --inventory local")
+        record = machine_setup(echo)
+    else:
+        record = {"provider": os.environ.get("VAGRANT_DEFAULT_PROVIDER", "virtualbox")}
     conf = settings()
     names = ["node%d" % i for i in range(1, int(conf["DLBENCH_VM_NODES"]) + 1)]
     stopped = [n for n, state in machine_states(run(["status", "--machine-readable"])).items()
                if n in names and state != "running"]
     if stopped:
-        echo("vagrant up: %s (the first boot downloads the box: minutes)" % ", ".join(stopped))
-        run(["up"] + stopped, stream=True)
+        echo("vagrant up: %s (a first boot copies the box: minutes)" % ", ".join(stopped))
+        began = time.monotonic()
+        try:
+            run(["up"] + stopped, stream=True)
+        except UserError as error:
+            raise UserError(error.message + console_tails(stopped), error.fix)
+        echo("up in %.0f s" % (time.monotonic() - began))
     ssh = parse_ssh_config(run(["ssh-config"] + names))
     missing = [n for n in names if n not in ssh]
     if missing:
@@ -55,12 +127,45 @@ def prepare(run=None, echo=print):
                         % (REPO, " ".join(missing)))
     hosts = {}
     for index, name in enumerate(names, 1):
-        address = node_address(index, conf["DLBENCH_VM_SUBNET"])
+        # libvirt: the VM's own address on the package's network; VirtualBox: the fixed one
+        address = ssh[name]["ssh_host"] if record["provider"] == "libvirt" else \
+            node_address(index, conf["DLBENCH_VM_SUBNET"])
         key_line, interface = read_node(run, name, address)
         hosts[name] = dict(ssh[name], address=address, interface=interface, host_key=key_line)
-    path = write_inventory(hosts, int(conf["DLBENCH_VM_CPUS"]))
+    path = write_inventory(hosts, int(conf["DLBENCH_VM_CPUS"]),
+                           conda=record.get("box", CLOUD_BOX) == CLOUD_BOX)
     echo("wrote %s (%d VMs)" % (path, len(hosts)))
     return path
+
+
+def console_tails(names, lines=15):
+    """The last lines of each VM's console log, which say why a box did not boot."""
+    folder = os.environ.get("DLBENCH_VM_CONSOLE")
+    out = ""
+    for name in names:
+        log = os.path.join(folder, name + ".log") if folder else ""
+        if log and os.path.isfile(log):
+            with open(log, errors="replace") as handle:
+                tail = handle.read().splitlines()[-lines:]
+            out += "\n--- %s's console (%s), last %d lines:\n%s" % (name, log, len(tail),
+                                                                    "\n".join(tail))
+    return out
+
+
+def down(run=None, echo=print):
+    """Destroy the VMs, then stop what this package started for them (libvirt.down)."""
+    run = run or _vagrant
+    if shutil.which("vagrant"):
+        record = vm_record()
+        if record.get("provider"):
+            os.environ.setdefault("VAGRANT_DEFAULT_PROVIDER", record["provider"])
+        if record.get("box"):
+            os.environ.setdefault("DLBENCH_VM_BOX", record["box"])
+        run(["destroy", "-f"], stream=True)
+    done = libvirt.down(echo) if libvirt.read_state() else []
+    if INVENTORY.is_file():
+        INVENTORY.unlink()
+    return done
 
 
 def machine_states(text):
@@ -102,7 +207,9 @@ def read_node(run, name, address):
     return keys[0], interfaces[0]
 
 
-def write_inventory(hosts, vcpus):
+def write_inventory(hosts, vcpus, conda=True):
+    """conda: every stack's Python from conda (Ubuntu 22.04 has neither Python 3.6 nor 3.11);
+    otherwise the stack's own source (the built box has Debian 11's Python 3.9: paper-py39)."""
     STATE.mkdir(parents=True, exist_ok=True)
     known_hosts = STATE / "known_hosts"
     known_hosts.write_text("".join("[%s]:%d %s\n" % (h["ssh_host"], h["ssh_port"], h["host_key"])
@@ -113,13 +220,13 @@ def write_inventory(hosts, vcpus):
                     "ansible_ssh_private_key_file": h["key"],
                     "cluster_interface": h["interface"], "workdir": "~/dlbench"}
              for name, h in hosts.items()}
-    data = {"all": {"vars": {
+    variables = {
         "ansible_connection": "ssh", "ansible_python_interpreter": "/usr/bin/python3",
         "ansible_ssh_common_args": options, "known_hosts": str(known_hosts),
-        # Ubuntu 22.04 has neither Python 3.6 nor 3.11: every stack's Python comes from conda
-        "python_source": "conda", "vcpus": vcpus, "base_port": 29500,
-        "env_root": "~/.cache/dlbench/envs"},
-        "children": {"nodes": {"hosts": nodes}}}}
+        "vcpus": vcpus, "base_port": 29500, "env_root": "~/.cache/dlbench/envs"}
+    if conda:
+        variables["python_source"] = "conda"
+    data = {"all": {"vars": variables, "children": {"nodes": {"hosts": nodes}}}}
     INVENTORY.write_text("# Written by `invoke provision --inventory vagrant` from `vagrant "
                          "ssh-config`; git-ignored.\n" + yaml.safe_dump(data, sort_keys=False))
     return INVENTORY

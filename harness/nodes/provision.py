@@ -53,7 +53,15 @@ def needed_datasets(profile, nodes, data=None, archive=None, progress=print, cou
     return found
 
 
-def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None):
+def check_frameworks(stack, frameworks):
+    unknown = sorted(set(frameworks or []) - set(stack.envs))
+    if unknown:
+        raise UserError("stack %s has no framework %s" % (stack.name, ", ".join(unknown)),
+                        "use some of: %s" % ", ".join(sorted(stack.envs)))
+
+
+def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, frameworks=None):
+    check_frameworks(stack, frameworks)
     return {
         "stack_name": stack.name,
         "stack_python": stack.python,
@@ -62,18 +70,22 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None):
         "stack_envs": [{"framework": e.framework, "dirname": e.dirname, "packages": e.packages,
                         "pip_args": e.pip_args,
                         "conda_env": stacks.conda_env_text(stack, e.framework)}
-                       for e in stack.envs.values()],
+                       for e in stack.envs.values()
+                       if not frameworks or e.framework in frameworks],
         "bench_archive": str(stage_bench()),
         "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
     }
 
 
-def run(inventory_name, stack_name, profile, data=None, archive=None, check=False, nodes=None):
+def run(inventory_name, stack_name, profile, data=None, archive=None, check=False, nodes=None,
+        frameworks=None):
+    """frameworks: build the envs of these only (all of the stack's by default)."""
+    stack = stacks.load(stack_name)
+    check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
     clusters.prepare(inventory_name)  # the VMs up, where the inventory is Vagrant's
     inv = inventory.load(inventory_name)
-    stack = stacks.load(stack_name)
     counts = node_counts(nodes, len(inv.hosts))
-    variables = playbook_vars(inv, stack, profile, data, archive, counts)
+    variables = playbook_vars(inv, stack, profile, data, archive, counts, frameworks)
     vars_file = cache_dir() / "staging" / "provision-vars.json"
     vars_file.parent.mkdir(parents=True, exist_ok=True)
     vars_file.write_text(json.dumps(variables, indent=1))

@@ -65,7 +65,16 @@ def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
         "systems": registry.for_manifest(c.system for c in cells),
         "started": time.time(),
         "same_math": same_math_record(stack.name),
+        "vm": vm_record(inv.name),
     })
+
+
+def vm_record(inventory_name):
+    """Where the nodes are Vagrant VMs: provider, box, accelerator and why it was chosen."""
+    if inventory_name != "vagrant":
+        return None
+    from ..clusters import vagrant
+    return vagrant.vm_record() or None
 
 
 def same_math_path(stack_name):
