@@ -388,6 +388,22 @@ def cluster_status(c):
     cluster.status()
 
 
+@task(name="vm-bench", help={
+    "stack": "stack whose Python the box has [paper-py39]",
+    "systems": "comma-separated system-modes, one smoke cell each [mxnet-sync]",
+    "benchmark": "the smoke cells' benchmark [lenet5-cifar10]",
+    "results": "results folder [invoke.yaml: results]",
+    "keep": "leave the VMs up at the end"})
+@_user_errors
+def vm_bench(c, stack="paper-py39", systems="mxnet-sync", benchmark="lenet5-cifar10",
+             results=None, keep=False):
+    """Benchmark: the Vagrant VMs from a cold start (box, boot to SSH per VM, provisioning per
+    framework, one smoke cell per system-mode) under the accelerator used; prints the times."""
+    from selfcheck import vmbench
+    o = _options(c, results=results)
+    vmbench.run(stack, o.results, systems=systems, benchmark=benchmark, keep=keep)
+
+
 # --- Vagrant VMs: `invoke vagrant.box`, `vagrant.down` -------------------------------------
 
 @task(name="box")
@@ -410,7 +426,7 @@ def vagrant_down(c):
 
 
 ns = Collection(provision, bench, estimate, collect, analyze, compare, reproduce, overhead,
-                crosscheck, verdict_check, same_math, reference_check, artifact,
+                crosscheck, verdict_check, same_math, reference_check, artifact, vm_bench,
                 analysis_bench, fault_bench, slurm_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))
 ns.add_collection(Collection("vagrant", vagrant_box, vagrant_down))

@@ -1,0 +1,134 @@
+"""Three Vagrant VMs under libvirt, booted for real (root; KVM where a guest boots under it,
+QEMU's TCG emulation where not, as here): the box built from Debian's packages, provisioned
+over SSH by Ansible with the paper-py39 stack (the box's own Python 3.9), one system-mode end
+to end through the VMs, a VM destroyed mid-cell, and `vagrant.down` leaving nothing behind:
+no VM, no QEMU, no libvirt daemon or dnsmasq that the package started, no network, no
+firewall rule.
+
+Sized for CI under TCG: 1 vCPU and 1.5 GB per VM, MXNet only (its install is the smallest:
+2 minutes in a guest), LeNet-5's smoke cell."""
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from harness.clusters import libvirt, vagrant
+from harness.nodes import inventory, access as nodes
+from harness.plan import matrix
+from selfcheck import faults
+from tests.conftest import INVOKE, invoke
+from harness.paths import REPO
+
+NEEDED = ("vagrant", "libvirtd", "virsh", "qemu-system-x86_64", "debootstrap")
+MISSING = [tool for tool in NEEDED if not shutil.which(tool)]
+if MISSING and os.environ.get("DLBENCH_CI"):
+    raise RuntimeError("%s not installed (.ci/run installs them)" % ", ".join(MISSING))
+
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(os.geteuid() != 0, reason="libvirt's VMs need root here"),
+              pytest.mark.skipif(bool(MISSING), reason="not installed: %s" % ", ".join(MISSING))]
+
+SIZE = {"DLBENCH_VM_CPUS": "1", "DLBENCH_VM_MEMORY": "1536"}
+STACK = ("--stack", "paper-py39")
+SYSTEM = "mxnet-sync"
+
+
+def processes(name):
+    found = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout
+    return len(found.split())
+
+
+def counts():
+    """What the VMs could leave behind, counted on this machine."""
+    answering = libvirt.responding() if shutil.which("virsh") else False
+    listed = (lambda *a: len(libvirt.virsh(*a, "--name").stdout.split())) if answering \
+        else (lambda *a: 0)
+    rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+    return {"vms": listed("list", "--all"), "networks": listed("net-list", "--all"),
+            "qemu": processes("qemu-system-x86_64"), "libvirtd": processes("libvirtd"),
+            "virtlogd": processes("virtlogd"), "dnsmasq": processes("dnsmasq"),
+            "firewall rules": len([r for r in rules.splitlines() if r.startswith("-A")]),
+            "ip_forward": open("/proc/sys/net/ipv4/ip_forward").read().strip()}
+
+
+@pytest.fixture(scope="module")
+def vms():
+    """Counts before; the VMs up and provisioned; `vagrant.down` at the end whatever failed."""
+    before = counts()
+    began = time.monotonic()
+    out = invoke("provision", "--inventory", "vagrant", *STACK, "--frameworks", "mxnet",
+                 env=SIZE).stdout
+    print("\nVMs up and provisioned in %.0f s" % (time.monotonic() - began))
+    yield {"before": before, "provision": out}
+    invoke("vagrant.down", env=SIZE, check=False)
+
+
+def test_the_vms_boot_and_say_which_accelerator_they_run_on(vms):
+    record = vagrant.vm_record()
+    assert record["provider"] == "libvirt" and record["box"].startswith("dlbench-bullseye-")
+    assert record["accelerator"] in ("kvm", "qemu") and record["why"]
+    assert "accelerator: %s" % record["accelerator"] in vms["provision"]
+    inv = inventory.load("vagrant")
+    assert [h.name for h in inv.hosts] == ["node1", "node2", "node3"]
+    for host in inv.hosts:  # addresses libvirt's DHCP chose on the package's network
+        assert host.address.startswith(libvirt.SUBNET + ".") and host.cluster_interface == "eth0"
+    answer = nodes.SshNode(inv.hosts[1]).run("nproc; python3.9 --version").stdout.split()
+    assert answer[0] == "1" and answer[-1].startswith("3.9")
+
+
+def test_a_system_mode_end_to_end_through_the_vms(vms, tmp_path):
+    out = invoke("bench", "--inventory", "vagrant", *STACK, "--systems", SYSTEM,
+                 "--benchmarks", "lenet5-cifar10", "--results", str(tmp_path), env=SIZE).stdout
+    assert "1 succeeded, 0 failed" in out, out
+    invoke("collect", "--inventory", "vagrant", "--results", str(tmp_path), env=SIZE)
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    for result in run.glob("*/*/*/result.json"):
+        assert json.loads(result.read_text())["config"]["address"].startswith(libvirt.SUBNET)
+    invoke("analyze", "--results", str(tmp_path))
+    report = (run / "report.md").read_text()
+    record = vagrant.vm_record()
+    assert "VM accelerator" in report and "box %s" % record["box"] in report
+    if record["accelerator"] == "qemu":
+        assert "emulated_cpu" in report and "| reproduced |" not in report
+
+
+def test_a_vm_destroyed_mid_cell_fails_the_cell_fast_and_the_run_resumes(vms, tmp_path):
+    """`virsh destroy` of node 3 while a cell trains: the cell fails within 10 s, naming it;
+    once the VM is up again (`invoke provision` brings it up), the run resumes."""
+    run_id = "vm-destroyed-%d" % time.time()
+    command = [INVOKE, "bench", "--inventory", "vagrant", *STACK, "--run", run_id,
+               "--systems", SYSTEM, "--benchmarks", "lenet5-cifar10", "--steps", "60",
+               "--results", str(tmp_path)]
+    bench = subprocess.Popen(command, cwd=str(REPO), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=dict(os.environ, **SIZE))
+    (cell,) = matrix.plan("smoke", 3, systems=SYSTEM, benchmarks="lenet5-cifar10", steps=60)
+    first = nodes.connect_all(inventory.load("vagrant"))[0]
+    folder = faults.run_folder(first, run_id) + "/" + cell.id
+    status_file = tmp_path / run_id / cell.id / "status.json"
+    deadline = time.monotonic() + 600
+    while not status_file.is_file() or "processes" not in json.loads(status_file.read_text()) \
+            or max([p.get("step", 0) for p in faults.progress_of(first, folder).values()]
+                   or [0]) < 2:
+        assert time.monotonic() < deadline and bench.poll() is None
+        time.sleep(0.5)
+    domain = [d for d in libvirt.virsh("list", "--name").stdout.split() if d.endswith("_node3")]
+    libvirt.virsh("destroy", domain[0])
+    destroyed = time.time()
+    text = bench.communicate(timeout=600)[0]
+    status = json.loads(status_file.read_text())
+    assert status["status"] == "failed" and "node3" in status["reason"], text
+    assert status["detected"] - destroyed <= 10.0, (status["detected"] - destroyed, text)
+    invoke("provision", "--inventory", "vagrant", *STACK, "--frameworks", "mxnet", env=SIZE)
+    out = invoke("bench", "--inventory", "vagrant", *STACK, "--run", run_id, "--retry-failed",
+                 "--results", str(tmp_path), env=SIZE).stdout
+    assert "1 succeeded, 0 failed" in out, out
+
+
+def test_down_stops_what_the_package_started_and_nothing_else(vms):
+    invoke("vagrant.down", env=SIZE)
+    after = counts()
+    assert after == vms["before"], (vms["before"], after)
+    assert not (REPO / "inventory" / "vagrant.yml").exists()
