@@ -1,6 +1,6 @@
-"""From `vagrant` output to inventory/vagrant.yml (harness/clusters/vagrant.py). VMs cannot boot on this
-machine: `vagrant` is replaced by recorded output of its commands, and the inventory written
-from it is loaded by the same validation every inventory goes through."""
+"""The logic around `vagrant` (harness/clusters/vagrant.py): parsing its output, which machines
+are brought up, the inventory written from it. `vagrant` is replaced here by recorded output;
+the VMs themselves are booted for real in tests/test_vms.py."""
 import re
 
 import pytest
@@ -106,7 +106,7 @@ def test_the_written_inventory_passes_validation_with_pinned_host_keys(written):
     assert node1.vars["python_source"] == "conda"
     known = (written / "state" / "known_hosts").read_text().splitlines()
     assert known[0].startswith("[127.0.0.1]:2222 ssh-ed25519 ")
-    assert known[2].startswith("[192.168.121.47]:22 ssh-ed25519 ")
+    assert known[2].startswith("192.168.121.47 ssh-ed25519 ")  # port 22: the bare host
     assert "StrictHostKeyChecking=yes" in node1.vars["ansible_ssh_common_args"]
 
 

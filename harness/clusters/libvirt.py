@@ -22,9 +22,14 @@ NETWORK = "dlbench"  # libvirt's NAT network of the VMs; libvirt's DHCP picks th
 SUBNET = os.environ.get("DLBENCH_VM_NETWORK", "192.168.123")
 POOL = "dlbench"
 PROBE_SECONDS = 10
-INSTALL = ("apt-get install --no-install-recommends libvirt-daemon-system-sysv "
-           "libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base iptables")
+INSTALL = ("apt-get install --no-install-recommends libvirt-daemon-system "
+           "libvirt-daemon-system-sysv libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base "
+           "iptables")
 DAEMONS = (("virtlogd", "/run/virtlogd.pid"), ("libvirtd", "/run/libvirtd.pid"))
+# What QEMU opens (disks, the box's kernel and initrd, console logs) must be where libvirt's
+# QEMU user can reach it; a home folder such as /root is not
+FILES = Path(os.environ.get("DLBENCH_VM_FILES", "/var/lib/libvirt/dlbench"))
+KVM = Path("/dev/kvm")
 
 
 def state_path():
@@ -82,6 +87,7 @@ def start_daemons(state, progress):
         raise UserError("libvirtd is not running, and starting it needs root",
                         "run as root, or start libvirt yourself (`service libvirtd start`)")
     state.setdefault("ip_forward", Path("/proc/sys/net/ipv4/ip_forward").read_text().strip())
+    kvm_for_libvirt(state)
     for name, pid_file in DAEMONS:
         if pid_alive(read_pid(pid_file)):
             continue
@@ -95,6 +101,38 @@ def start_daemons(state, progress):
             raise UserError("libvirtd started but does not answer on %s" % URI,
                             "see /var/log/libvirt/libvirtd.log")
         time.sleep(1)
+
+
+def readable_copies(paths):
+    """Copies of the box's kernel and initrd under FILES, unless they are there already."""
+    FILES.mkdir(parents=True, exist_ok=True)
+    out = []
+    for path in paths:
+        target = FILES / ("%s-%s" % (path.parent.name, path.name))
+        if not target.is_file() or target.stat().st_size != path.stat().st_size:
+            shutil.copyfile(str(path), str(target))
+        out.append(target)
+    return out
+
+
+def kvm_for_libvirt(state):
+    """/dev/kvm as udev leaves it on Debian (group kvm, 0660), where nothing did: root's
+    alone, libvirt (whose QEMU runs as libvirt-qemu, in group kvm) finds KVM unusable and
+    probes QEMU's capabilities again on every call, about 4 s each (a `vagrant up` spent 68 s
+    of 113 s so). The old owner and mode are recorded and put back by down()."""
+    try:
+        import grp
+        kvm_gid = grp.getgrnam("kvm").gr_gid
+    except KeyError:
+        return
+    if not KVM.exists():
+        return
+    info = KVM.stat()
+    if info.st_gid == kvm_gid and info.st_mode & 0o060 == 0o060:
+        return
+    state["kvm"] = {"gid": info.st_gid, "mode": info.st_mode & 0o777}
+    os.chown(str(KVM), -1, kvm_gid)
+    os.chmod(str(KVM), 0o660)
 
 
 def read_pid(pid_file):
@@ -148,7 +186,7 @@ def ensure_network(state, progress):
 
 def ensure_pool(state, progress):
     if virsh("pool-info", POOL, check=False).returncode != 0:
-        folder = cache_dir() / "vagrant" / "pool"
+        folder = FILES / "pool"
         folder.mkdir(parents=True, exist_ok=True)
         virsh("pool-define-as", POOL, "dir", "--target", str(folder))
         state["pool_defined"] = POOL
@@ -182,6 +220,9 @@ def down(progress=print):
         remove_firewall_chains()
         if state.get("ip_forward") is not None:
             Path("/proc/sys/net/ipv4/ip_forward").write_text(state["ip_forward"])
+    if state.get("kvm") and KVM.exists():
+        os.chown(str(KVM), -1, state["kvm"]["gid"])
+        os.chmod(str(KVM), state["kvm"]["mode"])
     if state_path().is_file():
         state_path().unlink()
     for line in done:

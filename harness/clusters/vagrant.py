@@ -22,7 +22,7 @@ import yaml
 
 from . import libvirt, vmbox
 from ..errors import UserError
-from ..paths import INVENTORIES, REPO, cache_dir
+from ..paths import INVENTORIES, REPO
 
 INVENTORY = INVENTORIES / "vagrant.yml"
 STATE = REPO / ".vagrant" / "dlbench"
@@ -68,7 +68,7 @@ def machine_setup(progress=print):
         libvirt.ensure(progress)
         if not os.environ.get("DLBENCH_VM_BOX"):
             record["box"], folder = vmbox.ensure(progress)
-            kernel, initrd = vmbox.kernel_files(folder)
+            kernel, initrd = libvirt.readable_copies(vmbox.kernel_files(folder))
             os.environ.update({"DLBENCH_VM_KERNEL": str(kernel),
                                "DLBENCH_VM_INITRD": str(initrd),
                                "DLBENCH_VM_CMDLINE": vmbox.RECIPE["cmdline"]})
@@ -79,7 +79,7 @@ def machine_setup(progress=print):
         if os.environ.get("DLBENCH_VM_DRIVER"):
             record["accelerator"], record["why"] = os.environ["DLBENCH_VM_DRIVER"], \
                 "DLBENCH_VM_DRIVER"
-        console = cache_dir() / "vagrant" / "console"
+        console = libvirt.FILES / "console"
         console.mkdir(parents=True, exist_ok=True)
         os.environ.update({"DLBENCH_VM_BOX": record["box"],
                            "DLBENCH_VM_DRIVER": record["accelerator"],
@@ -117,7 +117,7 @@ def prepare(run=None, echo=print):
         try:
             run(["up"] + stopped, stream=True)
         except UserError as error:
-            raise UserError(error.message + console_tails(stopped), error.fix)
+            raise UserError(error.cause + console_tails(stopped), error.fix)
         echo("up in %.0f s" % (time.monotonic() - began))
     ssh = parse_ssh_config(run(["ssh-config"] + names))
     missing = [n for n in names if n not in ssh]
@@ -212,8 +212,8 @@ def write_inventory(hosts, vcpus, conda=True):
     otherwise the stack's own source (the built box has Debian 11's Python 3.9: paper-py39)."""
     STATE.mkdir(parents=True, exist_ok=True)
     known_hosts = STATE / "known_hosts"
-    known_hosts.write_text("".join("[%s]:%d %s\n" % (h["ssh_host"], h["ssh_port"], h["host_key"])
-                                   for h in hosts.values()))
+    known_hosts.write_text("".join("%s %s\n" % (known_host(h["ssh_host"], h["ssh_port"]),
+                                               h["host_key"]) for h in hosts.values()))
     options = "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes" % known_hosts
     nodes = {name: {"address": h["address"], "ansible_host": h["ssh_host"],
                     "ansible_port": h["ssh_port"], "ansible_user": h["user"],
@@ -230,6 +230,11 @@ def write_inventory(hosts, vcpus, conda=True):
     INVENTORY.write_text("# Written by `invoke provision --inventory vagrant` from `vagrant "
                          "ssh-config`; git-ignored.\n" + yaml.safe_dump(data, sort_keys=False))
     return INVENTORY
+
+
+def known_host(host, port):
+    """OpenSSH's known_hosts name: the bare host on port 22, [host]:port on another."""
+    return host if port == 22 else "[%s]:%d" % (host, port)
 
 
 def _vagrant(args, stream=False):
