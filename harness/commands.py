@@ -74,7 +74,7 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, opt
     expected = estimate.plan_seconds(todo, basis, probe)  # a cell never run: a prior
     print(estimate.summary(*expected), flush=True)
     return _run_cells(path, run_id, todo, nodes, stack, options["timeout"], fail_fast,
-                      expected[0], basis)
+                      expected[0], basis, probe)
 
 
 def plan_cells(profile, hosts, options, networks=None):
@@ -188,7 +188,8 @@ def _start_run(path, inv, stack, profile, cells, options):
         _write_status(path, cell, CellStatus(cell.id))
 
 
-def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(), basis=None):
+def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(), basis=None,
+               probe=None):
     outcomes = {}
     seconds = {cell.id: s for cell, s, _ in expected}
     interrupts.install()  # Ctrl-C, `kill` or a CI timeout: stop the cell, clean up, keep data
@@ -198,7 +199,9 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
             print("cell %d/%d" % (index, len(cells)), flush=True)
             links.apply(cell)
             after = [seconds.get(c.id) for c in cells[index:]]
-            bounds = stall.Bounds.for_cell(cell, (basis or {}).get(estimate.key(cell.settings)))
+            bounds = stall.Bounds.for_cell(
+                cell, (basis or {}).get(estimate.key(cell.settings)) or estimate.prior(cell, probe),
+                estimate.slowness(probe))
             outcomes[cell.id] = _run_retrying_crash(path, run_id, cell, nodes, stack, timeout,
                                                     (sum(s for s in after if s is not None),
                                                      after.count(None)), bounds)
@@ -258,11 +261,12 @@ def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=N
     """after: the expected seconds of the cells after this one and how many of them have no
     estimate (the run's ETA)."""
     shards = shard_index(cell, cell.nodes)
-    processes = launch.prepare(cell, run_id, nodes, stack, shards)
+    processes = launch.prepare(cell, run_id, nodes, stack, shards, launch.lease_seconds(bounds))
     status = CellStatus(cell.id, status="running", settings=cell.settings)
     _write_status(path, cell, status)
     try:
-        launch.run_cell(cell, processes, timeout or cell.default_timeout(), status,
+        launch.run_cell(cell, processes, timeout or cell.default_timeout() * (
+                            bounds.slowness if bounds else 1.0), status,
                         save=lambda: _write_status(path, cell, status), after=after,
                         bounds=bounds)
     finally:

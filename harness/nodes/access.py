@@ -93,6 +93,10 @@ class Node:
     def drop(self):
         """Forget a connection that hangs (SSH); the next call opens a new one."""
 
+    def answers(self, seconds):
+        """Whether the host is there at all (a node on this machine always is)."""
+        return True
+
     def path(self, path):
         """Absolute path on the node; `~/` means the node user's home."""
         path = str(path)
@@ -244,6 +248,16 @@ class SshNode(Node):
 
     def drop(self):
         self._conn = None  # closing it could hang as well
+
+    def answers(self, seconds):
+        """Whether its SSH port accepts a TCP connection within `seconds`: the host's kernel
+        does that even when its CPUs are too busy to run a command (an emulated VM
+        importing a framework), and a host that is down or cut off does not."""
+        try:
+            socket.create_connection((self.host.ssh_host, self.host.ssh_port), seconds).close()
+            return True
+        except OSError:
+            return False
 
 
 class SlurmNode(Node):

@@ -79,6 +79,12 @@ def prior(cell, probe):
                  PRIOR_REST + PRIOR_REST_STEPS * cell.profile_steps * step)
 
 
+def slowness(probe):
+    """How many times slower than PRIOR_SPEED the slowest probed node computes (at least 1)."""
+    speeds = [v["alone"] for v in ((probe or {}).get("nodes") or {}).values() if v.get("alone")]
+    return max(1.0, PRIOR_SPEED / min(speeds)) if speeds else 1.0
+
+
 def plan_seconds(cells, basis, probe=None):
     """[(cell, seconds or None, run id of the basis or PRIOR or None)] and the total of the
     known; with the nodes' contention probe, a cell without a basis gets a prior."""

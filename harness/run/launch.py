@@ -20,11 +20,17 @@ from ..paths import BENCH
 from .progress import CellProgress
 
 POLL_SECONDS = 1.0
-POLL_TIMEOUT = 5.0    # s a node may take to answer a poll before the cell fails
+POLL_TIMEOUT = 5.0    # s a node may take to answer a poll before it is checked for life
+REACH_TIMEOUT = 3.0   # s its SSH port may take to accept a connection: else it is gone
+SLOW_LIMIT = 120.0    # s a live node may go without answering a poll before the cell fails
 KILL_TIMEOUT = 20.0   # s to stop one process (TERM, grace, KILL) before the node is given up
 # s without a poll after which a role stops itself (bench/templates/_lease.sh.j2): a dead
 # controller or a cut link leaves nothing running for longer
-LEASE_SECONDS = 30
+LEASE_SECONDS = 30  # times the nodes' slowness (stall.Bounds): an emulated VM's polls lag
+
+
+def lease_seconds(bounds):
+    return LEASE_SECONDS * (bounds.slowness if bounds else 1.0)
 
 # Settings every trainer reads from cell.json; the same for all frameworks (methodology.md).
 TRAINING = {
@@ -48,6 +54,8 @@ class Process:
     config: dict = field(default_factory=dict)
     pid: int = 0
     rc: object = None
+    slow_since: float = 0.0  # when its node began to miss polls while still answering TCP
+    next_poll: float = 0.0  # monotonic time of its next poll
     progress: dict = field(default_factory=dict)
     service: bool = False  # runs until the harness stops it (registry `services`)
     killed_hard: list = field(default_factory=list)  # pids that needed a KILL to stop
@@ -66,7 +74,7 @@ def environment():
     return env
 
 
-def prepare(cell, run_id, nodes, stack, shards):
+def prepare(cell, run_id, nodes, stack, shards, lease=LEASE_SECONDS):
     """The processes of a cell with their rendered scripts and cell.json; `~/` paths are
     made absolute with each node's home (node.path asks it once)."""
     system = SYSTEMS[cell.system]
@@ -97,7 +105,7 @@ def prepare(cell, run_id, nodes, stack, shards):
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),
             init_checksum=checksum)
         variables = dict(config, system=cell.system, code_dir=workdir + "/code",
-                         lease_seconds=LEASE_SECONDS,
+                         lease_seconds=int(lease),
                          python=python_rel.python(node.path(host.env_root)),
                          **layout.launch_variables(cell, nodes, role, rank))
         processes.append(Process(node=node, role=role, rank=rank, out_dir=out_dir,
@@ -138,12 +146,26 @@ def write_file(node, path, text):
              % (quoted, text if text.endswith("\n") else text + "\n", quoted, quoted))
 
 
-def poll(proc):
+def poll(proc, slowness=1.0):
     """Refresh progress, exit code and liveness of one process in one round trip, and renew
     its lease. Liveness is read before rc: a process seen dead has already written its rc, if
-    it ever will. A node that does not answer within POLL_TIMEOUT fails the cell."""
-    progress_text, ps_text, rc_text = proc.node.bounded(
-        lambda: proc.node.poll_files(proc.out_dir, proc.pid), POLL_TIMEOUT)
+    it ever will. A node that does not answer within POLL_TIMEOUT and whose SSH port does
+    not accept a connection within REACH_TIMEOUT is gone, and fails the cell; one that is
+    there but too busy to answer (an emulated VM's CPU) is given SLOW_LIMIT. Both bounds are
+    times the nodes' slowness: a new SSH connection alone takes seconds of an emulated CPU."""
+    try:
+        progress_text, ps_text, rc_text = proc.node.bounded(
+            lambda: proc.node.poll_files(proc.out_dir, proc.pid), POLL_TIMEOUT * slowness)
+    except UserError:
+        proc.slow_since = proc.slow_since or time.monotonic()
+        if not proc.node.answers(REACH_TIMEOUT):
+            raise
+        if time.monotonic() - proc.slow_since > SLOW_LIMIT * slowness:
+            raise UserError("%s accepts connections but has answered no poll for %.0f s"
+                            % (proc.node.name, SLOW_LIMIT * slowness),
+                            "the node is overloaded: give it more CPU or fewer roles")
+        return True  # there, but busy: no news of it this time
+    proc.slow_since = 0.0
     try:
         proc.progress = json.loads(progress_text) if progress_text.strip() else proc.progress
     except ValueError:
@@ -157,9 +179,21 @@ def watch(cell, processes, timeout, display, bounds=None):
     """Until all succeed, one fails, one stalls, or the timeout; returns (status, reason)."""
     started = time.monotonic()
     stalls = stall.StallWatch(bounds or stall.Bounds.for_cell(cell))
+    # slow nodes (emulated VMs) are polled less often: each poll is a shell on them, and one a
+    # second per process took most of a TCG guest's CPU; between polls, their SSH port
+    # still tells within seconds whether they are there
+    every = POLL_SECONDS * stalls.bounds.slowness
+    alive = {}
     while True:
         interrupts.check()
-        alive = {proc.label: poll(proc) for proc in processes}
+        now = time.monotonic()
+        for proc in processes:
+            if now >= proc.next_poll:
+                alive[proc.label] = poll(proc, stalls.bounds.slowness)
+                proc.next_poll = now + every
+        gone = unanswering(processes) if every > POLL_SECONDS else ""
+        if gone:
+            return "failed", gone
         display.update(processes, time.monotonic() - started)
         failed = [p for p in processes if (p.rc not in (None, 0)) or
                   (p.rc is None and not alive[p.label])]
@@ -177,6 +211,14 @@ def watch(cell, processes, timeout, display, bounds=None):
         if time.monotonic() - started > timeout:
             return "failed", "timeout after %d s (raise it with --timeout)" % timeout
         time.sleep(POLL_SECONDS)
+
+
+def unanswering(processes):
+    """Why some nodes of these processes are gone (their SSH port does not answer), or ""."""
+    nodes = {p.node.name: p.node for p in processes}.values()
+    return "; ".join("%s did not answer within %.0f s (its link or the host is down)"
+                     % (node.name, REACH_TIMEOUT) for node in nodes
+                     if not node.answers(REACH_TIMEOUT))
 
 
 def unusable(nodes, fresh=False):

@@ -5,8 +5,9 @@ phase and the steps done. The watch loop keeps, per process, when that file last
 (the heartbeat) and when its phase or step count last changed (a move), on the controller's
 clock, so that the nodes' clocks do not matter. A process stalls when:
 
-- its heartbeat stops for FROZEN_SECONDS: the whole process is stopped (SIGSTOP, a frozen VM,
-  native code holding the interpreter), in any phase;
+- its heartbeat stops for FROZEN_SECONDS (times the nodes' slowness in the contention probe,
+  where they compute slower than this machine's own: emulated VMs): the whole process is
+  stopped (SIGSTOP, a frozen VM, native code holding the interpreter), in any phase;
 - it stays in start-up (before its first step ends: imports, rendezvous, graph building, the
   first step) longer than SETUP_MULTIPLE x the expected start-up;
 - its step count stands still in training for STEP_MULTIPLE x the expected step.
@@ -36,22 +37,30 @@ class Bounds:
     setup: float
     step: float
     source: str  # where the expected values come from, for the failure's reason
+    frozen: float = FROZEN_SECONDS
+    slowness: float = 1.0
 
     @classmethod
-    def for_cell(cls, cell, basis=None):
+    def for_cell(cls, cell, basis=None, slowness=1.0):
+        """slowness: how many times slower than this machine's own nodes the cell's nodes
+        computed in the contention probe (an emulated VM's: 50 and more); a process there
+        may go longer without writing its progress (its sampler thread waits for the
+        interpreter while a framework's import holds it)."""
         if basis is not None:
             startup, step = basis.startup, basis.wall_step
             source = "run %s's start-up %.1f s and step %.3f s" % (basis.run_id, startup, step)
         else:
             startup, step = STARTUP_PRIOR, STEP_BOUND[cell.network]
             source = "no earlier run: prior start-up %.0f s, step bound %.1f s" % (startup, step)
-        return cls(setup=max(SETUP_FLOOR, SETUP_MULTIPLE * startup),
-                      step=max(STEP_FLOOR, STEP_MULTIPLE * step), source=source)
+        slowness = max(1.0, slowness)  # the floors too: a slow node's hiccups are longer
+        return cls(setup=max(SETUP_FLOOR * slowness, SETUP_MULTIPLE * startup),
+                   step=max(STEP_FLOOR * slowness, STEP_MULTIPLE * step), source=source,
+                   frozen=FROZEN_SECONDS * slowness, slowness=slowness)
 
     def describe(self):
         return ("stalled = no progress file for %.0f s, start-up over %.0f s (%gx expected, "
                 "floor %.0f s), or one step over %.0f s (%gx expected, floor %.0f s); %s"
-                % (FROZEN_SECONDS, self.setup, SETUP_MULTIPLE, SETUP_FLOOR, self.step,
+                % (self.frozen, self.setup, SETUP_MULTIPLE, SETUP_FLOOR, self.step,
                    STEP_MULTIPLE, STEP_FLOOR, self.source))
 
 
@@ -83,7 +92,7 @@ class StallWatch:
         if seen[1] != move:
             seen[1], seen[3] = move, now
         quiet, still, alive = now - seen[2], now - seen[3], now - seen[4]
-        if heartbeat is not None and quiet > FROZEN_SECONDS:
+        if heartbeat is not None and quiet > self.bounds.frozen:
             return "wrote no progress for %.0f s (phase %s, %d steps): the process is " \
                    "stopped" % (quiet, phase, step)
         if (phase in STARTING or (phase == "train" and step == 0)) and alive > self.bounds.setup:
