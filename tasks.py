@@ -416,6 +416,15 @@ def vagrant_box(c):
     print("%s (%s)" % (name, folder))
 
 
+@task(name="up")
+@_user_errors
+def vagrant_up(c):
+    """Boot the VMs (libvirt started, the box built, the accelerator chosen where needed) and
+    write inventory/vagrant.yml; `invoke provision --inventory vagrant` does this first."""
+    from harness.clusters import vagrant
+    vagrant.prepare()
+
+
 @task(name="down")
 @_user_errors
 def vagrant_down(c):
@@ -429,4 +438,4 @@ ns = Collection(provision, bench, estimate, collect, analyze, compare, reproduce
                 crosscheck, verdict_check, same_math, reference_check, artifact, vm_bench,
                 analysis_bench, fault_bench, slurm_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))
-ns.add_collection(Collection("vagrant", vagrant_box, vagrant_down))
+ns.add_collection(Collection("vagrant", vagrant_box, vagrant_up, vagrant_down))

@@ -147,3 +147,59 @@ def test_vagrant_inventory_before_provisioning_says_what_to_run(monkeypatch, tmp
     with pytest.raises(UserError) as info:
         inventory.load("vagrant")
     assert "invoke provision --inventory vagrant" in info.value.fix
+
+
+# --- bad input before anything starts (harness/clusters/libvirt.py, vmbox.py) ---------------
+
+def test_no_libvirt_or_qemu_is_a_clear_error_with_the_packages_to_install(monkeypatch):
+    from harness.clusters import libvirt
+    monkeypatch.setattr(libvirt.shutil, "which",
+                        lambda tool: None if tool == "qemu-system-x86_64" else "/usr/bin/" + tool)
+    with pytest.raises(UserError, match="missing: qemu-system-x86_64") as info:
+        libvirt.require_installed()
+    assert "qemu-system-x86" in info.value.fix and "libvirt-daemon-system" in info.value.fix
+
+
+def test_building_the_box_without_root_or_debootstrap_says_what_to_do(monkeypatch):
+    from harness.clusters import vmbox
+    monkeypatch.setattr(vmbox.os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError, match="needs root") as info:
+        vmbox.require_tools()
+    assert "DLBENCH_VM_BOX=generic/ubuntu2204" in info.value.fix
+    monkeypatch.setattr(vmbox.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(vmbox.shutil, "which", lambda tool: None if tool == "debootstrap"
+                        else "/usr/bin/" + tool)
+    with pytest.raises(UserError, match="needs debootstrap") as info:
+        vmbox.require_tools()
+    assert "apt-get install debootstrap" in info.value.fix
+
+
+def test_starting_libvirt_without_root_is_refused_before_anything_starts(monkeypatch):
+    from harness.clusters import libvirt
+    monkeypatch.setattr(libvirt.os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError, match="starting it needs root"):
+        libvirt.start_daemons({}, print)
+
+
+def test_the_accelerator_is_tcg_where_kvm_cannot_be_opened(monkeypatch, tmp_path):
+    from harness.clusters import libvirt
+    monkeypatch.setattr(libvirt.os, "access", lambda path, mode: False)
+    assert libvirt.accelerator(tmp_path / "vmlinuz") == \
+        ("qemu", "/dev/kvm is missing or not usable by this user")
+
+
+def test_the_box_recipe_hash_follows_the_recipe(monkeypatch):
+    from harness.clusters import vmbox
+    first = vmbox.recipe_hash()
+    monkeypatch.setitem(vmbox.RECIPE, "packages", vmbox.RECIPE["packages"] + ["htop"])
+    assert vmbox.recipe_hash() != first and vmbox.box_name().endswith(vmbox.recipe_hash())
+
+
+def test_console_tails_show_why_a_vm_did_not_boot(monkeypatch, tmp_path):
+    (tmp_path / "node2.log").write_text("Booting\n" + "".join("line %d\n" % i for i in range(30))
+                                        + "Kernel panic - not syncing: VFS: Unable to mount "
+                                          "root fs\n")
+    monkeypatch.setenv("DLBENCH_VM_CONSOLE", str(tmp_path))
+    text = vagrant.console_tails(["node1", "node2"])
+    assert "node2's console" in text and "Unable to mount root fs" in text
+    assert "node1" not in text and "line 10\n" not in text  # the last 15 lines only
