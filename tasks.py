@@ -390,12 +390,12 @@ def cluster_status(c):
 
 @task(name="vm-bench", help={
     "stack": "stack whose Python the box has [paper-py39]",
-    "systems": "comma-separated system-modes, one smoke cell each [mxnet-sync]",
+    "systems": "comma-separated system-modes, one smoke cell each [%s]" % registry.vm_smoke(),
     "benchmark": "the smoke cells' benchmark [lenet5-cifar10]",
     "results": "results folder [invoke.yaml: results]",
     "keep": "leave the VMs up at the end"})
 @_user_errors
-def vm_bench(c, stack="paper-py39", systems="mxnet-sync", benchmark="lenet5-cifar10",
+def vm_bench(c, stack="paper-py39", systems=None, benchmark="lenet5-cifar10",
              results=None, keep=False):
     """Benchmark: the Vagrant VMs from a cold start (box, boot to SSH per VM, provisioning per
     framework, one smoke cell per system-mode) under the accelerator used; prints the times."""

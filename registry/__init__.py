@@ -52,6 +52,11 @@ def frameworks():
     return load()["frameworks"]
 
 
+def vm_smoke():
+    """The system-mode VM checks run by default (the smallest framework install)."""
+    return load()["vm_smoke"]
+
+
 def ports():
     return load()["ports"]
 

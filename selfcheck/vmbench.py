@@ -17,14 +17,13 @@ from harness.clusters import vagrant
 from harness.nodes import provision, stacks
 from harness.results import collect
 from harness.results.runfolder import RunFolder
-from harness.plan import matrix
-
-FRAMEWORK_OF = {system: system.split("-")[0] for system in matrix.SYSTEMS}
+import registry
 
 
-def run(stack_name, results, systems="mxnet-sync", benchmark="lenet5-cifar10", keep=False):
-    """keep: leave the VMs up at the end (for more runs)."""
-    chosen = systems.split(",")
+def run(stack_name, results, systems=None, benchmark="lenet5-cifar10", keep=False):
+    """systems: comma-separated (default: the registry's vm_smoke); keep: leave the VMs up
+    at the end (for more runs)."""
+    chosen = systems.split(",") if systems else [registry.vm_smoke()]
     out = Path(results) / ("vm-bench-%s" % collect.new_run_id())
     out.mkdir(parents=True)
     figures = {"stack": stack_name, "phases": []}
@@ -43,7 +42,7 @@ def run(stack_name, results, systems="mxnet-sync", benchmark="lenet5-cifar10", k
         name = "node%d" % index
         timed("boot %s to SSH" % name, lambda: vagrant._vagrant(["up", name], stream=True))
     timed("inventory", vagrant.prepare)
-    for framework in sorted({FRAMEWORK_OF[s] for s in chosen}):
+    for framework in sorted({registry.system(s)["framework"] for s in chosen}):
         stacks.load(stack_name).env(framework)
         timed("provision %s" % framework, lambda: provision.run(
             "vagrant", stack_name, "smoke", frameworks=[framework]))

@@ -24,6 +24,7 @@ from harness.plan import matrix
 from selfcheck import faults
 from tests.conftest import INVOKE, invoke
 from harness.paths import REPO
+import registry
 
 NEEDED = ("vagrant", "libvirtd", "virsh", "qemu-system-x86_64", "debootstrap")
 MISSING = [tool for tool in NEEDED if not shutil.which(tool)]
@@ -36,7 +37,8 @@ pytestmark = [pytest.mark.cluster,
 
 SIZE = {"DLBENCH_VM_CPUS": "1", "DLBENCH_VM_MEMORY": "1536"}
 STACK = ("--stack", "paper-py39")
-SYSTEM = "mxnet-sync"
+SYSTEM = registry.vm_smoke()
+FRAMEWORK = registry.system(SYSTEM)["framework"]
 
 
 def processes(name):
@@ -74,7 +76,7 @@ def vms():
 
 @pytest.fixture(scope="module")
 def provisioned_vms(vms):
-    invoke("provision", "--inventory", "vagrant", *STACK, "--frameworks", "mxnet", env=SIZE)
+    invoke("provision", "--inventory", "vagrant", *STACK, "--frameworks", FRAMEWORK, env=SIZE)
     return vms
 
 
@@ -147,7 +149,7 @@ def test_a_vm_destroyed_mid_cell_fails_the_cell_fast_and_the_run_resumes(provisi
     status = json.loads(status_file.read_text())
     assert status["status"] == "failed" and "node3" in status["reason"], text
     assert status["detected"] - destroyed <= 10.0, (status["detected"] - destroyed, text)
-    invoke("provision", "--inventory", "vagrant", *STACK, "--frameworks", "mxnet", env=SIZE)
+    invoke("provision", "--inventory", "vagrant", *STACK, "--frameworks", FRAMEWORK, env=SIZE)
     out = invoke("bench", "--inventory", "vagrant", *STACK, "--run", run_id, "--retry-failed",
                  "--results", str(tmp_path), env=SIZE).stdout
     assert "1 succeeded, 0 failed" in out, out

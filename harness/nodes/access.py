@@ -208,6 +208,9 @@ class LocalNode(Node):
             return None
 
 
+QUIET_PORT = 1  # tcpmux: nothing listens there on the nodes this package meets
+
+
 class SshNode(Node):
     """A node over SSH (Fabric). Host keys are checked against known_hosts, never added."""
 
@@ -250,14 +253,21 @@ class SshNode(Node):
         self._conn = None  # closing it could hang as well
 
     def answers(self, seconds):
-        """Whether its SSH port accepts a TCP connection within `seconds`: the host's kernel
-        does that even when its CPUs are too busy to run a command (an emulated VM
-        importing a framework), and a host that is down or cut off does not."""
-        try:
-            socket.create_connection((self.host.ssh_host, self.host.ssh_port), seconds).close()
-            return True
-        except OSError:
-            return False
+        """Whether the host's kernel answers TCP within `seconds`, which it does even when its
+        CPUs are too busy to run a command (an emulated VM importing a framework); a host
+        that is down or cut off does not. First a port where nothing listens (QUIET_PORT):
+        the kernel refuses at once and nothing is started on the host; where a firewall
+        drops that, the SSH port (sshd then starts a process, which an emulated CPU feels
+        when it happens every second)."""
+        for port in (QUIET_PORT, self.host.ssh_port):
+            try:
+                socket.create_connection((self.host.ssh_host, port), seconds / 2).close()
+                return True
+            except ConnectionRefusedError:
+                return True
+            except OSError:
+                continue
+        return False
 
 
 class SlurmNode(Node):
