@@ -84,3 +84,20 @@ def test_services_and_ended_processes_are_watched_by_their_heartbeat_only():
 def test_the_frozen_bound_is_longer_than_the_samplers_interval_many_times(bound):
     from harness.run.launch import TRAINING
     assert bound >= 20 * TRAINING["sample_interval"]
+
+
+def test_slow_nodes_stretch_the_bounds_and_ordinary_ones_do_not():
+    """An emulated VM computes 15-20x slower than this machine's nodes: its bounds, floors
+    and freeze limit stretch as much; a machine 2x slower (drift, a slower CPU) keeps them."""
+    from harness.plan import estimate
+
+    def probe(speed):
+        return {"nodes": {"node1": {"alone": estimate.PRIOR_SPEED}, "node2": {"alone": speed}}}
+    assert estimate.slowness(probe(estimate.PRIOR_SPEED / 2)) == 1.0
+    assert estimate.slowness(None) == 1.0
+    slow = estimate.slowness(probe(estimate.PRIOR_SPEED / 16))
+    assert slow == pytest.approx(16.0)
+    bounds = stall.Bounds.for_cell(CELL, None, slow)
+    assert bounds.frozen == pytest.approx(16 * stall.FROZEN_SECONDS)
+    assert bounds.step >= 16 * stall.STEP_FLOOR and bounds.setup >= 16 * stall.SETUP_FLOOR
+    assert stall.Bounds.for_cell(CELL, None, 1.0).frozen == stall.FROZEN_SECONDS
