@@ -65,6 +65,14 @@ def test_a_training_process_stalls_when_its_step_count_stands_still():
              for t in range(0, 42)]
     reasons = watch_over(proc(), steps, bounds)
     assert reasons[40] == "" and reasons[41] == "no step for 31 s after step 10 (bound 30 s)"
+    # the same count standing still at its last step: waiting for peers, not stalled (a TCG
+    # VM's worker waited 11 min for the others' calibration)
+    done = [(t, dict(p, total=10)) for t, p in steps] + \
+        [(t, {"updated": float(t), "phase": "train", "step": 10, "total": 10})
+         for t in range(42, 700, 7)]
+    assert not any(watch_over(proc(), done, bounds))
+    short = [(t, dict(p, total=12)) for t, p in steps]
+    assert watch_over(proc(), short, bounds)[41].startswith("no step for 31 s")
 
 
 def test_services_and_ended_processes_are_watched_by_their_heartbeat_only():

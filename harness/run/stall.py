@@ -10,7 +10,8 @@ clock, so that the nodes' clocks do not matter. A process stalls when:
   stopped (SIGSTOP, a frozen VM, native code holding the interpreter), in any phase;
 - it stays in start-up (before its first step ends: imports, rendezvous, graph building, the
   first step) longer than SETUP_MULTIPLE x the expected start-up;
-- its step count stands still in training for STEP_MULTIPLE x the expected step.
+- its step count stands still in training for STEP_MULTIPLE x the expected step, before its
+  last step (after it, a worker may wait for its peers or its turn to calibrate).
 
 The expected start-up and step are the cell's basis (harness/plan/estimate.py: the newest earlier
 run of the same cell) or, without one, a prior: STARTUP_PRIOR and the network's step bound
@@ -98,7 +99,10 @@ class StallWatch:
         if (phase in STARTING or (phase == "train" and step == 0)) and alive > self.bounds.setup:
             return "still starting after %.0f s (phase %s; bound %.0f s)" % (
                 alive, phase or "not begun", self.bounds.setup)
-        if phase == "train" and step > 0 and still > self.bounds.step:
+        total = progress.get("total") or 0
+        # after its last step a worker may wait (for its turn to calibrate, for its peers)
+        if phase == "train" and 0 < step and (not total or step < total) \
+                and still > self.bounds.step:
             return "no step for %.0f s after step %d (bound %.0f s)" % (
                 still, step, self.bounds.step)
         return ""
