@@ -69,7 +69,8 @@ def vms():
     before = counts()
     began = time.monotonic()
     out = invoke("vagrant.up", env=SIZE).stdout
-    print("\nVMs up in %.0f s" % (time.monotonic() - began))
+    print("\nVMs up in %.0f s; before: %s; with the VMs up: %s"
+          % (time.monotonic() - began, before, counts()))
     yield {"before": before, "up": out}
     invoke("vagrant.down", env=SIZE, check=False)
 
@@ -158,5 +159,6 @@ def test_a_vm_destroyed_mid_cell_fails_the_cell_fast_and_the_run_resumes(provisi
 def test_down_stops_what_the_package_started_and_nothing_else(vms):
     invoke("vagrant.down", env=SIZE)
     after = counts()
+    print("\nafter vagrant.down: %s" % after)
     assert after == vms["before"], (vms["before"], after)
     assert not (REPO / "inventory" / "vagrant.yml").exists()
