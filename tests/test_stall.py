@@ -109,3 +109,14 @@ def test_slow_nodes_stretch_the_bounds_and_ordinary_ones_do_not():
     assert bounds.frozen == pytest.approx(16 * stall.FROZEN_SECONDS)
     assert bounds.step >= 16 * stall.STEP_FLOOR and bounds.setup >= 16 * stall.SETUP_FLOOR
     assert stall.Bounds.for_cell(CELL, None, 1.0).frozen == stall.FROZEN_SECONDS
+
+
+def test_an_ended_process_may_take_a_while_to_exit_but_not_forever():
+    """TensorFlow's workers wrote their result, then took over 20 s to exit (their peers'
+    collectives closing): not stalled until 3x the freeze bound."""
+    exiting = [(0, {"updated": 0.0, "phase": "train", "step": 30, "total": 30})] + \
+        [(t, {"updated": 1.0, "phase": "succeeded", "step": 30, "total": 30})
+         for t in range(1, 63)]
+    reasons = watch_over(proc(), exiting)  # its last write at t=1
+    assert not any(reasons[:62])
+    assert reasons[62] == "ended (phase succeeded) but has not exited for 61 s"

@@ -31,6 +31,10 @@ SETUP_FLOOR = 90.0
 STEP_FLOOR = 30.0
 STARTUP_PRIOR = 45.0  # s; the slowest start-up seen here (TensorFlow, 3 nodes on 2 CPUs) ~30 s
 STARTING = (None, "setup")  # phases of start-up (None: no progress written yet)
+ENDED = ("succeeded", "failed")  # written last, when the sampler stops
+# TensorFlow's multi-worker teardown took over 20 s after a worker's result was written (its
+# peers' collectives closing): an ended process gets 3x the freeze bound to exit
+EXIT_MULTIPLE = 3.0
 
 
 @dataclass
@@ -93,6 +97,10 @@ class StallWatch:
         if seen[1] != move:
             seen[1], seen[3] = move, now
         quiet, still, alive = now - seen[2], now - seen[3], now - seen[4]
+        if phase in ENDED:  # its sampler has stopped: the process is on its way out
+            if quiet > EXIT_MULTIPLE * self.bounds.frozen:
+                return "ended (phase %s) but has not exited for %.0f s" % (phase, quiet)
+            return ""
         if heartbeat is not None and quiet > self.bounds.frozen:
             return "wrote no progress for %.0f s (phase %s, %d steps): the process is " \
                    "stopped" % (quiet, phase, step)
