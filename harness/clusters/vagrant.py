@@ -72,7 +72,8 @@ def machine_setup(progress=print):
             os.environ.update({"DLBENCH_VM_KERNEL": str(kernel),
                                "DLBENCH_VM_INITRD": str(initrd),
                                "DLBENCH_VM_CMDLINE": vmbox.RECIPE["cmdline"]})
-            record["accelerator"], record["why"] = libvirt.accelerator(kernel)
+            record["accelerator"], record["why"] = known_accelerator(record["box"]) or \
+                libvirt.accelerator(kernel)
         else:
             record["accelerator"], record["why"] = "kvm", "box %s (no kernel to probe)" \
                 % record["box"]
@@ -88,6 +89,16 @@ def machine_setup(progress=print):
     STATE.mkdir(parents=True, exist_ok=True)
     (STATE / "vm.json").write_text(json.dumps(record, indent=1))
     return record
+
+
+def known_accelerator(box):
+    """(accelerator, why) chosen earlier for this box on this machine, or None: trying KVM
+    costs up to libvirt.PROBE_SECONDS, and every provisioning would try it again."""
+    record = vm_record()
+    if record.get("box") == box and record.get("accelerator") and \
+            record.get("why") != "DLBENCH_VM_DRIVER":
+        return record["accelerator"], record["why"]
+    return None
 
 
 def vm_record():

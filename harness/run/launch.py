@@ -21,7 +21,7 @@ from .progress import CellProgress
 
 POLL_SECONDS = 1.0
 POLL_TIMEOUT = 5.0    # s a node may take to answer a poll before it is checked for life
-REACH_TIMEOUT = 3.0   # s its SSH port may take to accept a connection: else it is gone
+REACH_TIMEOUT = 3.0   # s its kernel may take to answer TCP (node.answers): else it is gone
 SLOW_LIMIT = 120.0    # s a live node may go without answering a poll before the cell fails
 KILL_TIMEOUT = 20.0   # s to stop one process (TERM, grace, KILL) before the node is given up
 # s without a poll after which a role stops itself (bench/templates/_lease.sh.j2): a dead
@@ -149,8 +149,8 @@ def write_file(node, path, text):
 def poll(proc, slowness=1.0):
     """Refresh progress, exit code and liveness of one process in one round trip, and renew
     its lease. Liveness is read before rc: a process seen dead has already written its rc, if
-    it ever will. A node that does not answer within POLL_TIMEOUT and whose SSH port does
-    not accept a connection within REACH_TIMEOUT is gone, and fails the cell; one that is
+    it ever will. A node that does not answer within POLL_TIMEOUT and whose kernel does not
+    answer TCP within REACH_TIMEOUT (node.answers) is gone, and fails the cell; one that is
     there but too busy to answer (an emulated VM's CPU) is given SLOW_LIMIT. Both bounds are
     times the nodes' slowness: a new SSH connection alone takes seconds of an emulated CPU."""
     try:
@@ -180,8 +180,8 @@ def watch(cell, processes, timeout, display, bounds=None):
     started = time.monotonic()
     stalls = stall.StallWatch(bounds or stall.Bounds.for_cell(cell))
     # slow nodes (emulated VMs) are polled less often: each poll is a shell on them, and one a
-    # second per process took most of a TCG guest's CPU; between polls, their SSH port
-    # still tells within seconds whether they are there
+    # second per process took most of a TCG guest's CPU; between polls, their kernel's answer
+    # to TCP (node.answers) still tells within seconds whether they are there
     every = POLL_SECONDS * stalls.bounds.slowness
     alive = {}
     while True:
@@ -214,7 +214,7 @@ def watch(cell, processes, timeout, display, bounds=None):
 
 
 def unanswering(processes):
-    """Why some nodes of these processes are gone (their SSH port does not answer), or ""."""
+    """Why some nodes of these processes are gone (their kernel does not answer TCP), or ""."""
     nodes = {p.node.name: p.node for p in processes}.values()
     return "; ".join("%s did not answer within %.0f s (its link or the host is down)"
                      % (node.name, REACH_TIMEOUT) for node in nodes
