@@ -42,6 +42,7 @@ FRAMEWORK = registry.system(SYSTEM)["framework"]
 
 
 def processes(name):
+    """How many run under `name` (as the kernel keeps it: 15 characters at most)."""
     found = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout
     return len(found.split())
 
@@ -53,7 +54,7 @@ def counts():
         else (lambda *a: 0)
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
     return {"vms": listed("list", "--all"), "networks": listed("net-list", "--all"),
-            "qemu": processes("qemu-system-x86_64"), "libvirtd": processes("libvirtd"),
+            "qemu": processes("qemu-system-x86"), "libvirtd": processes("libvirtd"),
             "virtlogd": processes("virtlogd"), "dnsmasq": processes("dnsmasq"),
             "firewall rules": len([r for r in rules.splitlines() if r.startswith("-A")]),
             "ip_forward": open("/proc/sys/net/ipv4/ip_forward").read().strip()}
