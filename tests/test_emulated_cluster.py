@@ -89,7 +89,10 @@ def test_five_system_modes_over_ssh(netns, tmp_path):
 # machine's load, so a ratio of the two links' times does too (mxnet-sync: 2.67 to 3.9 on the
 # same code). What the link adds does not: the test asks that the 50 Mbit/s link add at least
 # half the wire time of the bytes each node sent. Rounds alternate the two link settings so
-# that the machine's drift does not fall on one of them.
+# that the machine's drift does not fall on one of them. Compute is judged against that same
+# added time, not as a ratio of its own: on shared cores a 7 ms forward+backward moved 31%
+# (2.2 ms) between the links in one CI run, against ~50 ms that the slow link added to
+# communication; compute that followed the link would move by about as much as communication.
 VALIDATION_NODES = max(2, min(3, os.cpu_count() or 2))
 VALIDATION_ROUNDS = 3
 
@@ -117,7 +120,7 @@ def test_communication_follows_bandwidth_compute_does_not(netns, tmp_path, capsy
         assert added_wire > 0.01, (system, added_wire)  # LeNet-5 sends ~0.3 MB/step/node
         assert slow - fast >= 0.5 * added_wire, (system, slow, fast, added_wire)
         compute = [mean[(system, link, "compute")] for link in ("1gbit", "50mbit")]
-        assert abs(compute[1] / compute[0] - 1) <= 0.30, (system, compute)
+        assert abs(compute[1] - compute[0]) <= 0.2 * (slow - fast), (system, compute, slow, fast)
     assert {r["link_mbit"] for r in records if r["metric"] == "status"} == {1000, 50}
     assert all(r["status"] == "succeeded" for r in records if r["metric"] == "status")
 

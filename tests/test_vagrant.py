@@ -203,3 +203,20 @@ def test_console_tails_show_why_a_vm_did_not_boot(monkeypatch, tmp_path):
     text = vagrant.console_tails(["node1", "node2"])
     assert "node2's console" in text and "Unable to mount root fs" in text
     assert "node1" not in text and "line 10\n" not in text  # the last 15 lines only
+
+
+def test_down_destroys_only_where_vagrant_created_machines(monkeypatch, tmp_path):
+    # CI's cleanup ran `vagrant destroy` with no VM and no libvirtd, and failed on the socket
+    from harness.clusters import libvirt
+    monkeypatch.setattr(vagrant, "REPO", tmp_path)
+    monkeypatch.setattr(vagrant, "INVENTORY", tmp_path / "vagrant.yml")
+    monkeypatch.setattr(libvirt, "read_state", lambda: None)
+    calls, said = [], []
+    run = lambda args, stream=False: calls.append(args)
+    (tmp_path / ".vagrant" / "machines" / "node1" / "libvirt").mkdir(parents=True)
+    vagrant.down(run=run, echo=said.append)
+    assert calls == [] and said == ["no VMs are up: nothing to destroy"]
+    (tmp_path / ".vagrant" / "machines" / "node1" / "libvirt" / "id").write_text("uuid")
+    monkeypatch.setattr(vagrant.shutil, "which", lambda tool: "/usr/bin/" + tool)
+    vagrant.down(run=run, echo=said.append)
+    assert calls == [["destroy", "-f"]] and vagrant.created_machines() == ["node1"]

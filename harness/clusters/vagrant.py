@@ -166,7 +166,9 @@ def console_tails(names, lines=15):
 def down(run=None, echo=print):
     """Destroy the VMs, then stop what this package started for them (libvirt.down)."""
     run = run or _vagrant
-    if shutil.which("vagrant"):
+    if not created_machines():
+        echo("no VMs are up: nothing to destroy")
+    elif shutil.which("vagrant"):
         record = vm_record()
         if record.get("provider"):
             os.environ.setdefault("VAGRANT_DEFAULT_PROVIDER", record["provider"])
@@ -177,6 +179,12 @@ def down(run=None, echo=print):
     if INVENTORY.is_file():
         INVENTORY.unlink()
     return done
+
+
+def created_machines():
+    """Machines Vagrant created here: it keeps a machine's id until the machine is destroyed.
+    Without one, `vagrant destroy` has nothing to do, and fails where libvirt is not running."""
+    return sorted(p.parent.parent.name for p in (REPO / ".vagrant" / "machines").glob("*/*/id"))
 
 
 def machine_states(text):
