@@ -342,6 +342,32 @@ def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks
                   networks.split(",") if networks else None)
 
 
+@task(help={
+    "inventory": COMMON["inventory"],
+    "stack": "the stack of every setting where no factor picks one (versions does) "
+             "[invoke.yaml: current]",
+    "profile": "the cells' profile [quick]",
+    "benchmarks": "comma-separated [lenet5-cifar10,resnet18-cifar10]",
+    "claims": "comma-separated claim ids (analysis/reference/paper.yml) [the headline and "
+              "operator claims about the benchmarks]",
+    "factors": "comma-separated factors of registry/factors.yml [those that differ between "
+               "2021's software and today's]",
+    "repeats": "repeats of every setting, interleaved round by round [3]",
+    "results": "results folder [invoke.yaml: results]",
+    "run": "a run whose report gets a column 'what moves it' from this result"})
+@_user_errors
+def explain(c, inventory=None, stack=None, profile="quick", benchmarks=None, claims=None,
+            factors=None, repeats=3, results=None, run=None):
+    """Each claim's gap taken apart, one factor at a time (registry/factors.yml): runs the
+    settings it needs and writes results/explain-<id>/ (table, waterfalls, sentences)."""
+    from harness import commands, explain as ladder_run
+    o = _options(c, inventory=inventory, stack=stack, results=results)
+    found = ladder_run.run(o.inventory, o.stack, profile, o.results, benchmarks, claims,
+                           factors, commands.check_positive("repeats", repeats))
+    if run:
+        commands.attach_explain(o.results, run, found["path"])
+
+
 @task(name="stack-envs", help={"stack": "one stack (default: every stack in stacks/)"})
 @_user_errors
 def stack_envs(c, stack=None):
@@ -434,7 +460,7 @@ def vagrant_down(c):
     vagrant.down()
 
 
-ns = Collection(provision, bench, estimate, collect, analyze, compare, reproduce, overhead,
+ns = Collection(provision, bench, estimate, collect, analyze, compare, explain, reproduce, overhead,
                 crosscheck, verdict_check, same_math, reference_check, artifact, vm_bench,
                 analysis_bench, fault_bench, slurm_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))

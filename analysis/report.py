@@ -8,7 +8,8 @@ from pathlib import Path
 
 import registry
 
-from . import claims, consistency, figures, memory, network, operators, render, testbed, tidy
+from . import (claims, consistency, explain, figures, memory, network, operators, render,
+               testbed, tidy)
 
 PHASE_COLUMNS = ["step"] + tidy.PHASES
 PAPER, STEADY = "{:,}".format(tidy.PAPER_STEPS), "{:,}".format(tidy.PAPER_STEPS - 1)
@@ -54,7 +55,8 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += provenance(manifest)
     blocks += setup_section(bed)
     main = tidy.reference_groups(groups)  # the paper's network setting
-    claim_blocks, summary["verdicts"] = claims_section(main, bed)
+    moved = explain.moves(run_path)
+    claim_blocks, summary["verdicts"] = claims_section(main, bed, moved)
     blocks += claim_blocks
     summary["layout"] = bed["layout"]
     summary["against_paper"] = [d["text"] for d in bed["deviations"]
@@ -73,7 +75,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += scaling_section(out, groups, figure)
     ops = operators.categorised(records)
     table = operators.category_table(ops, cells)
-    blocks += operators_section(out, records, ops, table, planned, figure, bed)
+    blocks += operators_section(out, records, ops, table, planned, figure, bed, moved)
     blocks += consistency_section(out, records, groups, table, manifest,
                                   network.table(groups, records, cells, manifest))
     blocks += failures_section(cells)
@@ -100,7 +102,7 @@ def scaling_section(out, groups, figure):
     return blocks
 
 
-def operators_section(out, records, ops, table, planned, figure, bed=None):
+def operators_section(out, records, ops, table, planned, figure, bed=None, moved=None):
     """Figs. 5, 7, 10, coverage, the names left in `other`, the profiler's cost, the claims."""
     blocks = [("h2", "Operator profiles (cf. paper Figs. 5, 7, 10)")]
     if ops.empty:
@@ -146,21 +148,26 @@ def operators_section(out, records, ops, table, planned, figure, bed=None):
                     [[r.benchmark, r.system, "%.4f" % r.timed_step, "%.4f" % r.profiled_step,
                       "%.2f" % r.ratio] for r in cost.itertuples()])]
     rows = operators.evaluate_claims(table, testbed=bed)
-    return blocks + [("h3", "The paper's operator claims")] + claims_table(rows)
+    return blocks + [("h3", "The paper's operator claims")] + claims_table(rows, moved)
 
 
 CLAIM_HEADER = ["claim", "section", "paper", "measured", "95% interval", "tolerance",
                 "verdict", "deviations that bear on it", "basis"]
 
 
-def claims_table(rows):
-    return [("table", CLAIM_HEADER,
+def claims_table(rows, moved=None):
+    """moved: claim id -> what moves it most (an explain result in the run's folder), shown as
+    a column where there is one."""
+    moved = moved or {}
+    extra = ["what moves it (invoke explain)"] if any(c["id"] in moved for c in rows) else []
+    return [("table", CLAIM_HEADER + extra,
              [[c["text"], c["section"], _fmt(c["paper"]), _fmt(c["measured"]), _interval(c),
                "" if c["tolerance"] is None else "%d%%" % round(100 * c["tolerance"]),
-               c["verdict"], c["deviations"] or "none", c.get("basis", "")] for c in rows])]
+               c["verdict"], c["deviations"] or "none", c.get("basis", "")]
+              + ([moved.get(c["id"], "")] if extra else []) for c in rows])]
 
 
-def claims_section(groups, bed):
+def claims_section(groups, bed, moved=None):
     rows = claims.evaluate(groups, testbed=bed)
     counts = {}
     for c in rows:
@@ -176,7 +183,7 @@ def claims_section(groups, bed):
                   "not reproduced (entirely outside), inconclusive (straddles), partial (k of "
                   "n benchmarks), not comparable (the setup cannot support it; the value is "
                   "still shown), not measured. Deviations: the section above. %s." % tally)
-            ] + claims_table(rows), tally
+            ] + claims_table(rows, moved), tally
 
 
 def _interval(row):

@@ -18,12 +18,17 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=Fal
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
           repeats=1, network=None, node_counts=None, fail_fast=False, retry_failed=False,
           force=False, profile_steps=None, max_hours=None, partition=None, sbatch=False,
-          submit=False, planted=""):
+          submit=False, planted="", environment=None, threads=0, round_=None, cells=None):
     """partition, sbatch, submit: --inventory slurm from outside an allocation
-    (harness/clusters/slurm_jobs.py); planted: the same-math check's planted error."""
+    (harness/clusters/slurm_jobs.py); planted: the same-math check's planted error;
+    environment, threads: a factor's level (invoke explain: framework -> "NAME=value;...");
+    round_: run only the cells of that repeat (explain interleaves runs round by round);
+    cells: a new run's cells, planned by the caller (explain) instead of from the options."""
     options = {"benchmarks": benchmarks, "systems": systems, "epochs": epochs, "steps": steps,
                "data": data, "timeout": timeout, "repeats": repeats, "network": network,
-               "nodes": node_counts, "profile_steps": profile_steps, "planted": planted}
+               "nodes": node_counts, "profile_steps": profile_steps, "planted": planted,
+               "environment": environment, "threads": threads, "round": round_,
+               "cells": cells}
     if sbatch or submit or (partition and not os.environ.get("SLURM_JOB_ID")):
         slurm = SlurmRequest(inventory_name, stack_name, profile, results, run_id, options,
                              {"fail_fast": fail_fast, "retry_failed": retry_failed,
@@ -49,8 +54,10 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, opt
         cells, todo = resume.plan(path, options, retry_failed, force)
     else:
         networks = links.check(inv, options["network"])
-        cells = plan_cells(profile, len(inv.hosts), options, networks)
+        cells = options.get("cells") or plan_cells(profile, len(inv.hosts), options, networks)
         todo = cells
+    if options.get("round") is not None:
+        todo = [cell for cell in todo if cell.repeat == options["round"]]
     run_id = run_id or collect.new_run_id()
     basis = estimate.history(results, inv.name, stack.name)
     # before this run's probe, the newest probe of the same nodes gives the prior
@@ -85,7 +92,8 @@ def plan_cells(profile, hosts, options, networks=None):
                        repeats=options["repeats"] or 1, networks=networks,
                        node_counts=provision.node_counts(options["nodes"], hosts),
                        profile_steps=options["profile_steps"],
-                       planted=options.get("planted"))
+                       planted=options.get("planted"), environment=options.get("environment"),
+                       threads=options.get("threads") or 0)
 
 
 CRASH = re.compile(r"exited with (134|139)\b")  # 128 + SIGABRT, 128 + SIGSEGV
@@ -181,6 +189,7 @@ def probe_nodes(nodes, stack, cells):
 
 def _start_run(path, inv, stack, profile, cells, options):
     path.mkdir(parents=True, exist_ok=True)
+    options = {k: v for k, v in options.items() if k != "cells"}  # the manifest lists them
     collect.start_manifest(path, inv, stack, profile, cells, options,
                            link_mbit=links.link_mbits(inv, cells))
     print("run %s: %d cell(s) -> %s" % (path.name, len(cells), path), flush=True)
@@ -351,6 +360,16 @@ def compare(results, run_a, run_b, out=None):
         raise UserError("compare needs two different runs (both are %s)" % paths[0].name,
                         "name two run ids: `invoke compare RUN_A RUN_B`")
     return comparison.build(paths[0], paths[1], out)
+
+
+def attach_explain(results, run_id, explain_path):
+    """Copy an explain result into a run's folder and analyze the run again: its claims table
+    gets the column "what moves it"."""
+    import shutil
+    from .results import runfolder
+    path = runfolder.find(results, run_id)
+    shutil.copy(str(Path(explain_path) / "explain.json"), str(path / "explain.json"))
+    return analyze(results, path.name)
 
 
 def reproduce(inventory_name, stack_name, profile, results, data=None):

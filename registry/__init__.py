@@ -2,6 +2,7 @@
 to know of each system-mode, in one place. The harness and the analysis ask here; neither
 names a framework itself (tests/test_registry.py checks it)."""
 import functools
+import re
 from pathlib import Path
 
 import yaml
@@ -88,3 +89,31 @@ def for_manifest(names):
     """The entries of the system-modes a run uses, for its manifest."""
     every = systems()
     return {n: every[n] for n in sorted(set(names)) if n in every}
+
+
+FACTORS = Path(__file__).resolve().parent / "factors.yml"
+APPLY = ("environment", "stack", "threads", "network")
+
+
+@functools.lru_cache(maxsize=None)
+def factors(path=FACTORS):
+    """name -> factor (registry/factors.yml), checked: a wrong entry fails here, naming it."""
+    raw = yaml.safe_load(Path(path).read_text())["factors"]
+    known = set(frameworks())
+    for name, entry in raw.items():
+        where = "%s: factor %s" % (Path(path).name, name)
+        values = [str(level["value"]) for level in entry.get("levels") or []]
+        how = [k for k in (entry.get("apply") or {}) if k in APPLY]
+        if len(values) < 2 or len(how) != 1 or len(entry["apply"]) != 1:
+            raise ValueError("%s: needs two or more levels and one apply of %s" % (where, APPLY))
+        if str(entry.get("paper")) not in values or str(entry.get("today")) not in values:
+            raise ValueError("%s: paper and today must be among its levels %s" % (where, values))
+        if not set(entry.get("frameworks") or known) <= known:
+            raise ValueError("%s: frameworks must be among %s" % (where, sorted(known)))
+        variable = entry["apply"].get("environment")
+        if variable is not None and not re.match(r"^[A-Z_][A-Z0-9_]*$", str(variable)):
+            raise ValueError("%s: %r is not an environment variable's name" % (where, variable))
+        bad = [v for v in values if not re.match(r"^[A-Za-z0-9_.+-]+$", v)]
+        if bad:
+            raise ValueError("%s: levels %s must be plain words" % (where, bad))
+    return raw

@@ -208,6 +208,18 @@ def test_a_stacks_environment_wins_over_the_templates_defaults():
         stacks._environment("x.yml", "tensorflow", {"environment": {"rm -rf": "1"}})
 
 
+def test_a_factors_level_wins_over_the_stacks_and_threads_can_be_set():
+    """invoke explain: oneDNN on under the paper stack (which turns it off), 1 thread."""
+    inv = inventory.load("local-shared")
+    cell = matrix.plan("smoke", 3, systems="tensorflow-sync", threads=1,
+                       environment={"tensorflow": "TF_ENABLE_ONEDNN_OPTS=1;DLBENCH_X=2"})[0]
+    procs = launch.prepare(cell, "run1", nodes.connect_all(inv), stacks.load("paper-py39"),
+                           SHARDS)
+    found = exports(procs[0].script)
+    assert (found["TF_ENABLE_ONEDNN_OPTS"], found["DLBENCH_X"]) == ("1", "2")
+    assert (found["OMP_NUM_THREADS"], procs[0].config["threads"]) == ("1", 1)
+
+
 @pytest.mark.parametrize("system", list(matrix.SYSTEMS))
 def test_every_cell_json_has_exactly_the_keys_the_trainers_read(system):
     """bench/common/cellconfig.py lists the keys; what the controller writes must match."""

@@ -352,3 +352,31 @@ def test_the_scaling_sweep_covers_tensorflow_async(provisioned, tmp_path):
     rows = scaling[scaling.system == "tensorflow-async"]
     assert sorted(rows.nodes) == list(range(1, NODES + 1))
     assert (rows.speedup > 0).all()
+
+
+def test_a_small_explain_ladder_runs_every_rung_with_its_level(provisioned, tmp_path):
+    # LeNet-5 at smoke length, two factors: oneDNN (on the path from 2021's setting to
+    # today's) and TensorFlow's input cache (a what-if from today's): three settings, four cells
+    out = invoke("explain", "--benchmarks", "lenet5-cifar10", "--claims",
+                 "tf_sync_vs_mxnet_sync", "--factors", "tf_kernels,tf_input_cache",
+                 "--profile", "smoke", "--repeats", "1", "--results", str(tmp_path)).stdout
+    assert "rung tf_kernels 0 -> 1" in out and "rung tf_input_cache 1 -> 0" in out, out
+    (folder,) = tmp_path.glob("explain-*[0-9]")
+    found = json.loads((folder / "explain.json").read_text())
+    assert found["not_measurable"] == {}
+    levels = found["levels"]
+    # read back from each process: 3 TensorFlow cells x 2 factors x every worker
+    assert len(levels) == 3 * 2 * NODES and all(l["ok"] for l in levels), levels
+    assert {(l["factor"], l["recorded"]) for l in levels} == {
+        ("tf_kernels", "0"), ("tf_kernels", "1"), ("tf_input_cache", "1"),
+        ("tf_input_cache", "0")}
+    (row,) = found["claims"]
+    assert [e["rung"] for e in row["effects"]] == ["tf_kernels 0 -> 1", "tf_input_cache 1 -> 0"]
+    assert all(math.isfinite(e["value"]) and e["value"] > 0 for e in row["effects"])
+    # one factor on the path: it explains the whole change, nothing is left to interaction
+    assert row["interaction"] == pytest.approx(1.0)
+    assert (folder / "waterfall_tf_sync_vs_mxnet_sync.png").is_file()
+    assert "Levels applied" in (folder / "explain.md").read_text()
+    # MXNet's cell is the same in every setting: run once
+    (run,) = (tmp_path / "explain-runs").iterdir()
+    assert len(json.loads((run / "manifest.json").read_text())["cells"]) == 4

@@ -34,6 +34,8 @@ KEYS = {
     "math": ((bool,), "the same-math check: canonical initial weights, the recorded batch "
                       "order, losses and final weights kept (bench/common/samemath.py)"),
     "planted": (TEXT, "the same-math check's planted error (tests), or empty"),
+    "environment": (OPTIONAL_TEXT, "a factor's variables (invoke explain), also exported by the "
+                                   "launch script: NAME=value;..."),
     "init_checksum": (TEXT, "the same-math check: the initial weights' sha256, or empty"),
     # training (harness/run/launch.py TRAINING): the same for every framework
     "lr": (NUMBER, "learning rate"),

@@ -37,7 +37,8 @@ def run(config, train, versions):
     result = {"config": config, "versions": versions, "host": socket.gethostname(),
               "python": platform.python_version(), "pid": os.getpid(),
               "started": time.time(), "status": "running",
-              "process_started": sampler.process.create_time(), "phase": "train"}
+              "process_started": sampler.process.create_time(), "phase": "train",
+              "environment": recorded_environment(config)}
     _BUILDING["result"] = result
     try:
         result.update(train(config, sampler))
@@ -54,6 +55,19 @@ def run(config, train, versions):
         result["peak_rss_mb"] = sampler.peak_rss_mb
         write_json(os.path.join(out_dir, "result.json"), result)
     return result
+
+
+# What a process's environment says about how it ran: the thread budget, the frameworks'
+# switches, this package's own (DLBENCH_*: a factor's level). Read back by invoke explain,
+# which checks each rung's level in what the process saw, not in what was planned.
+RECORDED_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "TF_", "MXNET_", "TORCH_", "GLOO_",
+                     "DLBENCH_")
+
+
+def recorded_environment(config):
+    names = set(config.get("stack_environment") or ())
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith(RECORDED_PREFIXES) or k in names}
 
 
 def keep(config, measured):

@@ -7,7 +7,6 @@ import copy
 import datetime
 import os
 import sys
-import time
 
 import numpy
 import torch
@@ -60,6 +59,21 @@ def calibrate(config, sampler, module, batch):
     return loop.calibrate(config, sampler, forward, forward_backward, opt.step)
 
 
+def ddp_options(model):
+    """DDP's defaults unless a factor's level says otherwise (invoke explain,
+    registry/factors.yml): DLBENCH_DDP_BROADCAST_BUFFERS 0 turns the buffer broadcast before
+    every forward off; DLBENCH_DDP_BUCKET_MB 0 puts every gradient in one bucket."""
+    options = {}
+    if os.environ.get("DLBENCH_DDP_BROADCAST_BUFFERS", "1") == "0":
+        options["broadcast_buffers"] = False
+    bucket = os.environ.get("DLBENCH_DDP_BUCKET_MB", "")
+    if bucket:
+        size = float(bucket) or sum(p.numel() * p.element_size()
+                                    for p in model.parameters()) / 2.0 ** 20 + 1
+        options["bucket_cap_mb"] = size
+    return options
+
+
 def train(config, sampler):
     torch.set_num_threads(config["threads"])
     torch.set_num_interop_threads(config["interop_threads"])
@@ -70,7 +84,7 @@ def train(config, sampler):
     if config["math"]:
         models.set_canonical(model, samemath.checked_initial_weights(config))
         samemath.write_weights(config, models.canonical(model), samemath.LOADED)
-    ddp = DistributedDataParallel(model)
+    ddp = DistributedDataParallel(model, **ddp_options(model))
     loader = data.loader(config)
     runner.log(config, "%s: %d parameters, world size %d"
                % (config["network"], models.parameter_count(model), dist.get_world_size()))

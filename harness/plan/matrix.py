@@ -75,6 +75,11 @@ class Cell:
     # final weights kept; planted: an error put in on purpose, which the check must catch
     math: bool = False
     planted: str = ""
+    # a factor's level (invoke explain, registry/factors.yml): variables exported in this
+    # framework's launch script ("NAME=value;NAME=value", after the stack's own), and the
+    # compute threads per worker (0: the node's vCPUs, the package's thread budget)
+    environment: str = ""
+    threads: int = 0
 
     @property
     def settings(self):
@@ -84,7 +89,8 @@ class Cell:
     def config_hash(self):
         settings = self.settings
         del settings["profile_steps"]  # run after the timed steps: it changes no measurement
-        for optional in ("link", "precision", "max_epochs", "math", "planted"):
+        for optional in ("link", "precision", "max_epochs", "math", "planted", "environment",
+                         "threads"):
             if not settings[optional]:
                 del settings[optional]  # ids of cells without them stay what they were
         text = json.dumps(settings, sort_keys=True)
@@ -93,6 +99,11 @@ class Cell:
     @property
     def id(self):
         return "%s_%s_r%d_%s" % (self.benchmark, self.system, self.repeat, self.config_hash)
+
+    @property
+    def exported(self):
+        """The factor's variables as a dict (empty: none)."""
+        return dict(pair.split("=", 1) for pair in self.environment.split(";") if pair)
 
     @property
     def total_steps(self):
@@ -115,8 +126,10 @@ class Cell:
 
 
 def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None, data=None,
-         repeats=1, networks=None, node_counts=None, profile_steps=None, planted=""):
-    """Cells of a profile, filtered and overridden by the user's options, in run order."""
+         repeats=1, networks=None, node_counts=None, profile_steps=None, planted="",
+         environment=None, threads=0):
+    """Cells of a profile, filtered and overridden by the user's options, in run order.
+    environment: framework -> "NAME=value;..." (a factor's level, invoke explain)."""
     if profile not in PROFILES:
         raise UserError("unknown profile %r" % profile, "use one of: %s" % ", ".join(PROFILES))
     spec = PROFILES[profile]
@@ -140,7 +153,8 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
                         profile_steps=spec["profile_steps"] if profile_steps is None
                         else profile_steps, precision=spec.get("precision", 0.0),
                         max_epochs=spec.get("max_epochs", 0),
-                        math=spec.get("math", False), planted=planted or "")
+                        math=spec.get("math", False), planted=planted or "",
+                        environment=(environment or {}).get(framework, ""), threads=threads)
             cells.append(base)
     # repeats interleaved (the whole matrix, then again): slow drift of the machine spreads
     # over every cell instead of biasing one

@@ -91,8 +91,8 @@ def prepare(cell, run_id, nodes, stack, shards, lease=LEASE_SECONDS):
         config = dict(cell.settings, **TRAINING)
         config.update(
             run_id=run_id, cell_id=cell.id, node=node.name, role=role, rank=rank,
-            world_size=cell.nodes, threads=host.vcpus, cpus=host.cpus,
-            stack_environment=python_rel.environment,
+            world_size=cell.nodes, threads=cell.threads or host.vcpus, cpus=host.cpus,
+            stack_environment=dict(python_rel.environment, **cell.exported),
             interface=host.cluster_interface,
             input_size=cell.input_size, address=host.address,
             out_dir=out_dir, classes=shards["classes"], label_bytes=shards["label_bytes"],

@@ -1,0 +1,328 @@
+"""`invoke explain`'s analysis: each claim's ratio under 2021's software here (the base), under
+today's (the end), and each factor's multiplicative effect on it (harness/plan/ladder.py for
+the rungs), with 95% intervals; the interaction is what the effects leave unexplained:
+end / (base x the path's effects). Writes explain.json, explain.md, claims.csv and a waterfall
+figure per claim; `moves(run)` gives the main report its "what moves it" column.
+
+Intervals: a ratio of two settings' bootstrap replicates. Both are drawn with the same seed per
+(benchmark, system-mode), so repeat k of one setting is paired with repeat k of the other: the
+rounds are interleaved (every setting's repeat k ran in round k), which makes the pairing fair.
+"""
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import claims, figures, operators, render, stats, testbed, tidy
+
+FILE = "explain.json"
+
+
+# ---- measuring a setting -------------------------------------------------------------------
+
+def measure(records, manifest, cell_ids, claim_ids):
+    """A setting's claims ({id: row}) and each (benchmark, system)'s execution estimate, from
+    the records of its cells only (a run holds the cells of several settings)."""
+    mine = records[records.cell_id.isin(cell_ids)]
+    if mine.empty:
+        return {"claims": {}, "times": {}}
+    cells = tidy.cell_table(mine)
+    groups = tidy.reference_groups(tidy.group_table(cells))
+    bed = testbed.describe(manifest)
+    table = operators.category_table(operators.categorised(mine), cells)
+    found = claims.evaluate(groups, testbed=bed) + operators.evaluate_claims(table, testbed=bed)
+    return {"claims": {c["id"]: c for c in found if c["id"] in claim_ids},
+            "times": claims.estimates(groups, "execution_seconds", "execution_boot"),
+            "failed": _failures(cells)}
+
+
+def _failures(cells):
+    bad = cells[cells.status != "succeeded"]
+    return ["%s: %s" % (r["cell_id"], r.get("reason") or r["status"])
+            for r in bad.reset_index().to_dict("records")]
+
+
+# ---- the arithmetic ------------------------------------------------------------------------
+
+def ratio(before, after):
+    """after / before of two estimates {measured|value, boot}: (value, low, high, boot)."""
+    a, b = _value(before), _value(after)
+    if not _finite(a) or not _finite(b) or a == 0:
+        return math.nan, math.nan, math.nan, None
+    boot = np.asarray(after["boot"], float) / np.asarray(before["boot"], float) \
+        if before.get("boot") is not None and after.get("boot") is not None else None
+    low, high = stats.interval(boot) if boot is not None else (math.nan, math.nan)
+    return b / a, low, high, boot
+
+
+def _value(row):
+    value = row.get("measured", row.get("value")) if row else None
+    return float(value) if value is not None else math.nan
+
+
+def _finite(x):
+    return x is not None and x == x and not math.isinf(x)
+
+
+def clears_one(low, high):
+    return _finite(low) and _finite(high) and (low > 1 or high < 1)
+
+
+def decompose(claim_id, base, end, steps, paper=None):
+    """One claim taken apart. base, end: the claim's row under each end; steps: [(rung,
+    before row, after row, why not measured)], rung with .factor, .name, .side."""
+    row = {"id": claim_id, "paper": paper, "base": _value(base), "end": _value(end),
+           "base_low": (base or {}).get("low"), "base_high": (base or {}).get("high"),
+           "end_low": (end or {}).get("low"), "end_high": (end or {}).get("high"),
+           "effects": []}
+    product, product_boot = 1.0, None
+    for rung, before, after, why in steps:
+        value, low, high, boot = ratio(before, after) if not why else (math.nan,) * 3 + (None,)
+        effect = {"factor": rung.factor, "rung": rung.name, "side": rung.side, "value": value,
+                  "low": low, "high": high,
+                  "why": why or ("" if _finite(value) else "not measured")}
+        row["effects"].append(effect)
+        if rung.side != "what-if" and _finite(value):  # an unmeasured one: in the remainder
+            product *= value
+            if boot is not None:
+                product_boot = boot if product_boot is None else product_boot * boot
+    row["product"] = product
+    row["interaction"], row["interaction_low"], row["interaction_high"] = \
+        _interaction(base, end, product, product_boot)
+    row["sentence"] = sentence(row)
+    return row
+
+
+def _interaction(base, end, product, product_boot):
+    """end / (base x product): what the path's effects leave unexplained."""
+    if not (_finite(_value(base)) and _finite(_value(end)) and _finite(product)):
+        return math.nan, math.nan, math.nan
+    value = _value(end) / (_value(base) * product)
+    if product_boot is None or base.get("boot") is None or end.get("boot") is None:
+        return value, math.nan, math.nan
+    low, high = stats.interval(np.asarray(end["boot"], float) /
+                               (np.asarray(base["boot"], float) * product_boot))
+    return value, low, high
+
+
+def sentence(row):
+    """The factor that moves the claim most, where its interval clears 1."""
+    clear = [e for e in row["effects"] if _finite(e["value"]) and clears_one(e["low"], e["high"])]
+    if not clear:
+        measured = [e for e in row["effects"] if _finite(e["value"])]
+        if not measured:
+            return "no factor could be measured"
+        return "no factor's interval clears 1 (largest: %s x%.2f [%.2f-%.2f])" % _largest(measured)
+    return "%s moves it most: x%.2f [%.2f-%.2f]" % _largest(clear)
+
+
+def _largest(effects):
+    top = max(effects, key=lambda e: abs(math.log(e["value"])))
+    return top["rung"], top["value"], top["low"], top["high"]
+
+
+def system_effects(steps_times):
+    """Each rung's effect on each system-mode's own execution time, per benchmark: a comparison
+    within one framework, fair even where nodes share cores. steps_times: [(rung, before
+    times, after times)]."""
+    rows = []
+    for rung, before, after in steps_times:
+        for key in sorted(set(before) & set(after)):
+            value, low, high, _ = ratio(before[key], after[key])
+            if _finite(value) and value != 1.0:
+                rows.append({"rung": rung.name, "benchmark": key[0], "system": key[1],
+                             "value": value, "low": low, "high": high})
+    return rows
+
+
+# ---- the explain folder --------------------------------------------------------------------
+
+def build(plan, runs, out, quiet=False):
+    """Measure every setting from the shared runs, take every claim apart, write the folder."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    measured, applied, beds = {}, [], {}
+    loaded = {}
+    for setting in plan.settings():
+        stack, cells = plan.cells_of(setting)
+        run_path = Path(runs) / plan.run_id(stack)
+        if stack not in loaded:
+            manifest = json.loads((run_path / "manifest.json").read_text())
+            loaded[stack] = (tidy.load_records(run_path / "records.jsonl"), manifest)
+            beds[stack] = testbed.describe(manifest)
+        records, manifest = loaded[stack]
+        ids = {c.id for c in cells}
+        measured[setting.key] = measure(records, manifest, ids, {c["id"] for c, _ in plan.claims})
+        applied += levels_applied(run_path, setting, plan.factors, cells)
+    rows = [claim_row(plan, claim, measured) for claim, _ in plan.claims]
+    effects = system_effects([(r, measured[r.before.key]["times"], measured[r.after.key]["times"])
+                              for r in plan.rungs])
+    result = {"claims": rows, "system_effects": effects, "levels": applied,
+              "left_out": plan.left_out, "not_measurable": plan.not_measurable,
+              "base": plan.base.text(plan.factors), "end": plan.end.text(plan.factors),
+              "runs": {s: str(Path(runs) / plan.run_id(s)) for s in loaded}}
+    (out / FILE).write_text(json.dumps(result, indent=1, default=_plain))
+    pd.DataFrame([{k: v for k, v in r.items() if k != "effects"} for r in rows]).to_csv(
+        out / "claims.csv", index=False)
+    pngs = {r["id"]: waterfall(r, out / ("waterfall_%s" % r["id"]))[0] for r in rows
+            if _finite(r["base"]) and _finite(r["end"])}
+    bed = beds.get(plan.cells_of(plan.base)[0]) or next(iter(beds.values()))
+    blocks = report_blocks(plan, result, bed, pngs)
+    (out / "explain.md").write_text(render.markdown(blocks))
+    (out / "report.html").write_text(render.to_html(blocks, blocks[0][1]))
+    if not quiet:
+        print("explain: %s\n         %s" % (out / "explain.md", out / "report.html"))
+    return dict(result, path=out)
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return None  # bootstrap replicates stay out of the file
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return str(value)
+
+
+def claim_row(plan, claim, measured):
+    base = measured[plan.base.key]["claims"].get(claim["id"])
+    end = measured[plan.end.key]["claims"].get(claim["id"])
+    steps = []
+    for rung in plan.rungs:
+        why = plan.not_measurable.get(rung.after.key) or plan.not_measurable.get(rung.before.key)
+        if why:
+            known = _known(plan, rung)
+            why = "not measurable here: %s%s" % (why, " (%s)" % known if known else "")
+        steps.append((rung, measured[rung.before.key]["claims"].get(claim["id"]),
+                      measured[rung.after.key]["claims"].get(claim["id"]), why or ""))
+    row = decompose(claim["id"], base, end, steps, paper=claim.get("value"))
+    row["text"] = claim["text"]
+    row["base_verdict"] = (base or {}).get("verdict")
+    row["end_verdict"] = (end or {}).get("verdict")
+    row["comparable"] = not any(d in claims.NOT_COMPARABLE for d in
+                                (end or base or {}).get("deviations") or [])
+    return row
+
+
+def _known(plan, rung):
+    from harness.plan import ladder
+    stack = plan.cells_of(rung.after)[0]
+    return ladder.known_failure(plan.factors, rung.after, stack)
+
+
+def levels_applied(run_path, setting, factors, cells):
+    """Each environment factor's level as every process of the setting's cells recorded it
+    (result.json `environment`), against the level planned."""
+    rows = []
+    for name, value in setting.levels:
+        variable = factors[name]["apply"].get("environment")
+        if not variable:
+            continue
+        frameworks = factors[name].get("frameworks")
+        for cell in cells:
+            if frameworks and cell.framework not in frameworks:
+                continue
+            for result in sorted(Path(run_path, cell.id).glob("*/*/result.json")):
+                seen = (json.loads(result.read_text()).get("environment") or {}).get(variable)
+                rows.append({"setting": setting.key, "factor": name, "cell": cell.id,
+                             "process": "/".join(result.parts[-3:-1]), "planned": value,
+                             "recorded": seen, "ok": seen == value})
+    return rows
+
+
+def waterfall(row, out_stem):
+    """paper -> 2021 here -> each factor -> interaction -> today, on a log scale."""
+    import matplotlib.pyplot as plt
+    steps = [e for e in row["effects"] if e["side"] != "what-if" and _finite(e["value"])]
+    labels = ["2021 here"] + [e["rung"] for e in steps] + ["interaction", "today"]
+    level, bars = row["base"], []
+    for e in steps + [{"value": row["interaction"] if _finite(row["interaction"]) else 1.0}]:
+        bars.append((level, level * e["value"]))
+        level *= e["value"]
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels) + 1), 4))
+    ax.bar(0, row["base"], color="#4e79a7")
+    for i, (start, stop) in enumerate(bars, 1):
+        ax.bar(i, stop - start, bottom=start, color="#59a14f" if stop < start else "#e15759")
+    ax.bar(len(labels) - 1, row["end"], color="#4e79a7")
+    if row.get("paper"):
+        ax.axhline(row["paper"], color="black", linestyle="--", linewidth=1, label="paper %.2f"
+                   % row["paper"])
+        ax.legend(fontsize=8)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=7)
+    ax.set_ylabel("claim's ratio")
+    return figures.finish(fig, ax, out_stem, row["text"], "claim's ratio")
+
+
+def _n(value, fmt="%.2f"):
+    return fmt % value if _finite(value) else "-"
+
+
+def _iv(low, high):
+    return "%.2f-%.2f" % (low, high) if _finite(low) and _finite(high) else "-"
+
+
+def report_blocks(plan, result, bed, pngs):
+    from .report import setup_section
+    blocks = [("h1", "Why the numbers differ: each claim taken apart"),
+              ("p", "2021 here: %s. Today: %s. Each rung changes one factor; its effect is the "
+                    "claim's ratio after / before with the 95%% interval of the paired "
+                    "bootstrap (rounds interleaved, %d repeat(s)). The interaction is today / "
+                    "(2021 x the path's effects): what one factor at a time does not explain."
+                    % (result["base"], result["end"], plan.repeats))]
+    blocks += setup_section(bed)
+    if result["left_out"]:
+        blocks += [("p", "Factors left out here:"),
+                   ("list", ["%s: %s" % kv for kv in result["left_out"].items()])]
+    blocks.append(("h2", "Claims"))
+    for row in result["claims"]:
+        blocks += claim_blocks(row, pngs.get(row["id"]))
+    if result["system_effects"]:
+        blocks += [("h2", "Each factor within one framework"),
+                   ("p", "A rung's effect on a system-mode's own paper-scale execution time: "
+                         "the same framework on the same nodes, a fair comparison even where "
+                         "nodes share cores."),
+                   ("table", ["rung", "benchmark", "system", "effect", "interval"],
+                    [[e["rung"], e["benchmark"], e["system"], _n(e["value"]),
+                      _iv(e["low"], e["high"])] for e in result["system_effects"]])]
+    bad = [l for l in result["levels"] if not l["ok"]]
+    blocks += [("h2", "Levels applied"),
+               ("p", "%d process(es) recorded the level of an environment factor; %s."
+                % (len(result["levels"]), "every one as planned" if not bad else
+                   "**%d did not**: %s" % (len(bad), "; ".join(
+                       "%s %s: %s planned, %s recorded" % (l["cell"], l["process"],
+                                                          l["planned"], l["recorded"])
+                       for l in bad[:5]))))]
+    return blocks
+
+
+def claim_blocks(row, png):
+    judged = "" if row["comparable"] else (
+        " The nodes share cores or their CPUs are emulated: this cross-framework ratio is "
+        "not comparable to the paper's; the factors' effects within a framework (below) are.")
+    rows = [["paper", _n(row["paper"]), "", ""],
+            ["2021 here", _n(row["base"]), _iv(row["base_low"], row["base_high"]),
+             row.get("base_verdict") or ""]]
+    rows += [[e["rung"] + (" (%s)" % e["side"] if e["side"] != "path" else ""),
+              "x" + _n(e["value"]) if _finite(e["value"]) else "-", _iv(e["low"], e["high"]),
+              e["why"]] for e in row["effects"]]
+    rows += [["interaction (remainder)", "x" + _n(row["interaction"]),
+              _iv(row["interaction_low"], row["interaction_high"]), ""],
+             ["today", _n(row["end"]), _iv(row["end_low"], row["end_high"]),
+              row.get("end_verdict") or ""]]
+    blocks = [("h3", row["text"]), ("p", "**%s**.%s" % (row["sentence"], judged)),
+              ("table", ["", "value", "95% interval", "verdict / note"], rows)]
+    if png:
+        blocks.append(("img", png, "Waterfall: %s" % row["text"]))
+    return blocks
+
+
+def moves(run_path):
+    """claim id -> "what moves it" for the main report, from an explain result in the run's
+    folder (explain.json, copied there by invoke explain --run)."""
+    path = Path(run_path) / FILE
+    if not path.is_file():
+        return {}
+    rows = json.loads(path.read_text()).get("claims", [])
+    return {r["id"]: r["sentence"] for r in rows}

@@ -1,0 +1,203 @@
+"""`invoke explain`: run the settings of the ladder (harness/plan/ladder.py), round by round,
+then take each claim apart (analysis/explain.py).
+
+Cells live in one run per stack, results/explain-runs/<stack>-<layout>/, which every explain
+on the same inventory, node count and profile shares: a cell measured by an earlier explain
+(same id: same settings, the factor's variables included) is kept, not run again. Repeats are
+interleaved: round k runs repeat k of every setting, stack after stack, so a drifting machine
+hits every rung alike. A setting whose cells fail in round 0 is not run again: its rungs are
+"not measurable here" with the cells' error, and a path factor is measured from today's
+setting instead.
+"""
+import hashlib
+import time
+from pathlib import Path
+
+from . import commands
+from .errors import UserError
+from .nodes import inventory
+from .plan import ladder
+from .results import collect
+from .results.runfolder import CellStatus, RunFolder
+
+DEFAULT_BENCHMARKS = "lenet5-cifar10,resnet18-cifar10"
+
+
+def chosen_claims(claim_ids, benchmarks):
+    """The ratio claims to take apart: the headline and operator claims (or those named) with
+    a benchmark among `benchmarks`; -> [(claim, its benchmarks here)]."""
+    from analysis import claims
+    reference = claims.load_reference()
+    pool = [c for c in reference.get("headline", []) + reference.get("operators", [])]
+    wanted = [c.strip() for c in claim_ids.split(",") if c.strip()] if claim_ids else None
+    known = {c["id"] for c in pool}
+    if wanted and set(wanted) - known:
+        raise UserError("unknown or not a ratio claim: %s" % ", ".join(sorted(set(wanted) - known)),
+                        "ratio claims are: %s" % ", ".join(sorted(known)))
+    out = []
+    for claim in pool:
+        if wanted and claim["id"] not in wanted:
+            continue
+        here = [b for b in claim.get("benchmarks", claims.PAPER_BENCHMARKS) if b in benchmarks]
+        if here:
+            out.append((claim, here))
+    if not out:
+        raise UserError("no chosen claim is about %s" % ", ".join(benchmarks),
+                        "choose --benchmarks among the claims' (or --claims about them)")
+    return out
+
+
+class Plan:
+    def __init__(self, inv, default_stack, profile, benchmarks, claim_ids, factor_names,
+                 repeats):
+        self.inv, self.profile, self.repeats = inv, profile, repeats
+        self.default_stack = default_stack
+        self.benchmarks = [b.strip() for b in benchmarks.split(",") if b.strip()]
+        self.claims = chosen_claims(claim_ids, self.benchmarks)
+        self.systems = sorted({c[k] for c, _ in self.claims for k in ("numerator",
+                                                                       "denominator")})
+        self.factors, self.left_out = ladder.choose(factor_names, inv.name,
+                                                    [h.vcpus for h in inv.hosts])
+        if not self.factors:
+            raise UserError("no factor can be applied here: %s" % "; ".join(
+                "%s %s" % kv for kv in self.left_out.items()),
+                "choose --factors among registry/factors.yml's that apply to this inventory")
+        self.base, self.end = ladder.ends(self.factors)
+        self.rungs = ladder.rungs(self.factors)
+        self.not_measurable = {}  # setting key -> why
+
+    def settings(self):
+        seen = {}
+        for setting in [self.base, self.end] + [s for r in self.rungs for s in (r.before,
+                                                                               r.after)]:
+            seen.setdefault(setting.key, setting)
+        return list(seen.values())
+
+    def cells_of(self, setting):
+        """(stack, cells) of a setting: the claims' benchmarks x system-modes, every repeat."""
+        benchmarks = sorted({b for _, bs in self.claims for b in bs})
+        return ladder.cells(setting, self.factors, self.default_stack, self.profile,
+                            len(self.inv.hosts), benchmarks, self.systems, self.repeats)
+
+    def by_stack(self):
+        """stack -> cells (each once), in the order of the settings."""
+        out = {}
+        for setting in self.settings():
+            stack, cells = self.cells_of(setting)
+            known = out.setdefault(stack, {})
+            for cell in cells:
+                known.setdefault(cell.id, cell)
+        return {stack: list(cells.values()) for stack, cells in out.items()}
+
+    def run_id(self, stack):
+        layout = "%s|%d|%s" % (self.inv.name, len(self.inv.hosts), self.profile)
+        return "%s-%s" % (stack, hashlib.sha1(layout.encode()).hexdigest()[:6])
+
+
+def run(inventory_name, stack_name, profile, results, benchmarks=None, claim_ids=None,
+        factor_names=None, repeats=3):
+    inv = inventory.load(inventory_name)
+    plan = Plan(inv, stack_name, profile, benchmarks or DEFAULT_BENCHMARKS, claim_ids,
+                factor_names, repeats)
+    runs = Path(results) / "explain-runs"
+    print_plan(plan)
+    started = time.time()
+    for round_ in range(repeats):
+        run_round(plan, inventory_name, runs, round_)
+        if round_ == 0:
+            fall_back(plan, inventory_name, runs)
+        print("explain: round %d/%d done after %.0f s" % (round_ + 1, repeats,
+                                                          time.time() - started), flush=True)
+    from analysis import explain as analysis
+    out = Path(results) / ("explain-%s" % collect.new_run_id())
+    return analysis.build(plan, runs, out)
+
+
+def print_plan(plan):
+    print("explain: %d claim(s) on %s; system-modes %s" % (
+        len(plan.claims), ", ".join(plan.benchmarks), ", ".join(plan.systems)))
+    for name, why in plan.left_out.items():
+        print("  factor %s left out: %s" % (name, why))
+    for rung in plan.rungs:
+        print("  rung %-40s (%s)" % (rung.name, rung.side))
+    stacks = plan.by_stack()
+    print("  %d cell(s) in %d run(s) (%s), %d repeat(s) interleaved" % (
+        sum(len(c) for c in stacks.values()), len(stacks), ", ".join(stacks), plan.repeats),
+        flush=True)
+
+
+def run_round(plan, inventory_name, runs, round_):
+    for stack, cells in plan.by_stack().items():
+        path = runs / plan.run_id(stack)
+        if RunFolder(path).exists():
+            add_cells(path, cells)
+            commands.bench(inventory_name, stack, plan.profile, str(runs),
+                           run_id=path.name, round_=round_, repeats=None)
+        else:
+            links = sorted({c.link for c in cells if c.link})
+            commands.bench(inventory_name, stack, plan.profile, str(runs), run_id=path.name,
+                           round_=round_, cells=cells, network=",".join(links) or None)
+
+
+def add_cells(path, cells):
+    """Cells an earlier explain did not plan join the shared run, pending."""
+    folder = RunFolder(path)
+    manifest = folder.manifest()
+    known = {c["id"] for c in manifest.get("cells", [])}
+    new = [c for c in cells if c.id not in known]
+    if not new:
+        return
+    manifest["cells"] += [dict(c.settings, id=c.id, config_hash=c.config_hash, link_mbit=None)
+                          for c in new]
+    folder.write_manifest(manifest)
+    for cell in new:
+        folder.save_status(CellStatus(cell.id), time.time())
+
+
+def fall_back(plan, inventory_name, runs):
+    """After round 0: a setting with a failed cell is not measurable here; a path rung that
+    needs one is measured from today's setting instead (its round 0 runs at once)."""
+    for setting in plan.settings():
+        stack, cells = plan.cells_of(setting)
+        failed = failures(runs / plan.run_id(stack), [c for c in cells if c.repeat == 0])
+        if failed:
+            plan.not_measurable[setting.key] = "; ".join(failed)
+    redo = []
+    for rung in list(plan.rungs):
+        if rung.side == "path" and (rung.before.key in plan.not_measurable
+                                    or rung.after.key in plan.not_measurable):
+            other = ladder.from_today(rung, plan.end)
+            plan.rungs.append(other)
+            redo.append(other)
+            print("explain: %s cannot run from 2021's setting (%s); measured from today's "
+                  "instead" % (rung.name, plan.not_measurable.get(rung.after.key)
+                               or plan.not_measurable.get(rung.before.key)), flush=True)
+    skip_later_rounds(plan, runs)
+    if redo:
+        run_round(plan, inventory_name, runs, 0)
+
+
+def failures(path, cells):
+    folder = RunFolder(path)
+    out = []
+    for cell in cells:
+        status = folder.status(cell.id)
+        if status["status"] == "failed":
+            out.append("%s: %s" % (cell.id, status["reason"] or "failed"))
+    return out
+
+
+def skip_later_rounds(plan, runs):
+    """A setting that failed in round 0 is not run again: its later cells (those no measurable
+    setting shares) are marked failed with the reason, so that nothing is skipped silently."""
+    needed = {c.id for s in plan.settings() if s.key not in plan.not_measurable
+              for c in plan.cells_of(s)[1]}
+    for key, why in plan.not_measurable.items():
+        setting = next(s for s in plan.settings() if s.key == key)
+        stack, cells = plan.cells_of(setting)
+        folder = RunFolder(runs / plan.run_id(stack))
+        for cell in cells:
+            if cell.repeat > 0 and cell.id not in needed \
+                    and folder.status(cell.id)["status"] == "pending":
+                folder.save_status(CellStatus(cell.id, status="failed", reason=(
+                    "not run: its setting failed in round 0 (%s)" % why)[:500]), time.time())

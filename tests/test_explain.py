@@ -1,0 +1,167 @@
+"""invoke explain on made-up records whose factors' effects are known (an interaction
+included): the plan's rungs, each effect, the remainder, the sentence, the levels read back,
+and the column the main report gets."""
+import json
+import math
+
+import pytest
+
+import registry
+from analysis import explain, report
+from harness.errors import UserError
+from harness.plan import ladder
+from tests import fixtures
+
+CLAIM = "tf_sync_vs_mxnet_sync"
+TWO = {name: registry.factors()[name] for name in ("tf_kernels", "versions")}
+
+
+def setting_records(tmp_path, name, tf_seconds, mx_seconds=100.0, repeats=1):
+    """A run of one setting: resnet18-cifar10, TensorFlow-sync and MXNet-sync at the given
+    paper-scale times; -> what explain.measure finds in it."""
+    cells = []
+    for r in range(repeats):
+        cells += [fixtures.cell("resnet18-cifar10", "tensorflow-sync", tf_seconds, repeat=r),
+                  fixtures.cell("resnet18-cifar10", "mxnet-sync", mx_seconds, repeat=r)]
+    run = fixtures.write_run(tmp_path, cells, run_id=name)
+    from analysis import tidy
+    records = tidy.load_records(run / "records.jsonl")
+    manifest = json.loads((run / "manifest.json").read_text())
+    return explain.measure(records, manifest, set(records.cell_id), {CLAIM})
+
+
+def two_factor_plan():
+    base, end = ladder.ends(TWO)
+    return base, end, ladder.rungs(TWO)
+
+
+def test_the_plan_moves_each_path_factor_from_2021s_setting():
+    base, end, rungs = two_factor_plan()
+    assert base.levels == (("tf_kernels", "0"), ("versions", "paper-py39"))
+    assert end.levels == (("tf_kernels", "1"), ("versions", "current"))
+    assert [(r.factor, r.before, r.after, r.side) for r in rungs] == [
+        ("tf_kernels", base, base.moved("tf_kernels", "1"), "path"),
+        ("versions", base, base.moved("versions", "current"), "path")]
+    # TF 2.5 with oneDNN cannot run here: the same step measured from today's setting
+    other = ladder.from_today(rungs[0], end)
+    assert (other.before, other.after, other.side) == (
+        end.moved("tf_kernels", "0"), end, "from today")
+
+
+def test_a_what_if_factor_is_moved_from_todays_setting():
+    factors = {"tf_input_cache": registry.factors()["tf_input_cache"]}
+    base, end = ladder.ends(factors)
+    assert base == end
+    (rung,) = ladder.rungs(factors)
+    assert (rung.before, rung.after.get("tf_input_cache"), rung.side) == (end, "0", "what-if")
+
+
+def test_each_setting_runs_with_its_stack_and_variables_for_its_frameworks_only():
+    factors = dict(TWO, ddp_bucket=registry.factors()["ddp_bucket"])
+    base, end = ladder.ends(factors)
+    stack, environment, threads, link = ladder.run_of(end.moved("ddp_bucket", "0"), factors,
+                                                      "current")
+    assert (stack, threads, link) == ("current", 0, "")
+    assert environment == {"tensorflow": "TF_ENABLE_ONEDNN_OPTS=1",
+                           "pytorch": "DLBENCH_DDP_BUCKET_MB=0"}
+    stack, cells = ladder.cells(base, factors, "current", "smoke", 2, ["lenet5-cifar10"],
+                                ["tensorflow-sync", "mxnet-sync"], 2)
+    assert stack == "paper-py39"
+    assert [(c.system, c.repeat, c.exported) for c in cells] == [
+        ("tensorflow-sync", 0, {"TF_ENABLE_ONEDNN_OPTS": "0"}), ("mxnet-sync", 0, {}),
+        ("tensorflow-sync", 1, {"TF_ENABLE_ONEDNN_OPTS": "0"}), ("mxnet-sync", 1, {})]
+    # a factor's level is part of the cell's id; a cell without one keeps the id it had
+    plain = ladder.cells(ladder.Setting(()), {}, "paper-py39", "smoke", 2, ["lenet5-cifar10"],
+                         ["mxnet-sync"], 1)[1][0]
+    assert plain.id == cells[1].id and cells[0].id != ladder.cells(
+        end, factors, "current", "smoke", 2, ["lenet5-cifar10"], ["tensorflow-sync"], 1)[1][0].id
+
+
+def test_factors_that_cannot_apply_here_are_left_out_with_the_reason():
+    chosen, left = ladder.choose("threads,link,tf_kernels", "local", [1, 1])
+    assert list(chosen) == ["tf_kernels"]
+    assert left == {
+        "threads": "the nodes have 1 vCPU(s): its levels would run alike (needs more than 1)",
+        "link": "applies only on the netns inventory (this run: local)"}
+    with pytest.raises(UserError, match="unknown factor"):
+        ladder.choose("oneDNN", "local", [1])
+    # the default: every factor whose 2021 level differs from today's
+    assert list(ladder.choose(None, "local", [4])[0]) == ["tf_kernels", "versions"]
+
+
+def test_a_wrong_factors_file_is_named(tmp_path):
+    bad = tmp_path / "factors.yml"
+    bad.write_text("factors:\n  x:\n    apply: {environment: 'A;B'}\n    levels: [{value: '0'}, "
+                   "{value: '1'}]\n    paper: '0'\n    today: '1'\n")
+    with pytest.raises(ValueError, match="factor x: 'A;B' is not an environment"):
+        registry.factors(bad)
+
+
+def test_effects_interaction_and_sentence_from_known_records(tmp_path):
+    # TF/MXNet is 3.0 under 2021's setting; oneDNN alone halves TF's time (x0.5), the new
+    # versions alone take 20% off (x0.8); together they would give 1.2, but TF runs at 90 s
+    # (0.9): an interaction of 0.9 / 1.2 = 0.75
+    base, end, rungs = two_factor_plan()
+    measured = {base.key: setting_records(tmp_path, "base", 300.0),
+                rungs[0].after.key: setting_records(tmp_path, "onednn", 150.0),
+                rungs[1].after.key: setting_records(tmp_path, "versions", 240.0),
+                end.key: setting_records(tmp_path, "end", 90.0)}
+    claim = lambda s: measured[s.key]["claims"][CLAIM]
+    row = explain.decompose(CLAIM, claim(base), claim(end),
+                            [(r, claim(r.before), claim(r.after), "") for r in rungs], paper=3.66)
+    assert (row["base"], row["end"]) == pytest.approx((3.0, 0.9))
+    assert [e["value"] for e in row["effects"]] == pytest.approx([0.5, 0.8])
+    assert row["product"] == pytest.approx(0.4)
+    assert row["interaction"] == pytest.approx(0.75)
+    assert row["sentence"] == "tf_kernels 0 -> 1 moves it most: x0.50 [0.50-0.50]"
+    # the ratio of each setting's own TensorFlow time: within one framework
+    (effect,) = explain.system_effects([(rungs[0], measured[base.key]["times"],
+                                         measured[rungs[0].after.key]["times"])])
+    assert (effect["system"], effect["value"]) == ("tensorflow-sync", pytest.approx(0.5))
+
+
+def test_a_rung_that_cannot_run_is_named_and_left_out_of_the_product(tmp_path):
+    base, end, rungs = two_factor_plan()
+    b, e = (setting_records(tmp_path, n, s)["claims"][CLAIM] for n, s in (("b", 300.0),
+                                                                          ("e", 120.0)))
+    v = setting_records(tmp_path, "v", 240.0)["claims"][CLAIM]
+    steps = [(rungs[0], b, None, "not measurable here: SIGFPE"), (rungs[1], b, v, "")]
+    row = explain.decompose(CLAIM, b, e, steps)
+    assert math.isnan(row["effects"][0]["value"])
+    assert row["effects"][0]["why"] == "not measurable here: SIGFPE"
+    assert row["product"] == pytest.approx(0.8)
+    assert row["interaction"] == pytest.approx(0.4 / 0.8)  # oneDNN's share, unmeasured
+
+
+def test_effects_within_the_noise_say_that_no_factor_clears_one():
+    def est(values):
+        return {"measured": sum(values) / len(values), "boot": values}
+    base, end, rungs = two_factor_plan()
+    row = explain.decompose(CLAIM, est([3.0, 3.1, 2.9]), est([3.0, 3.1, 2.9]),
+                            [(rungs[0], est([3.0, 3.1, 2.9]), est([3.1, 2.9, 3.0]), "")])
+    assert row["sentence"].startswith("no factor's interval clears 1 (largest: tf_kernels")
+
+
+def test_levels_are_read_back_from_each_processs_recorded_environment(tmp_path):
+    base, _, _ = two_factor_plan()
+    stack, cells = ladder.cells(base, TWO, "current", "smoke", 2, ["lenet5-cifar10"],
+                                ["tensorflow-sync"], 1)
+    for rank, seen in ((0, "0"), (1, "1")):  # worker 1 did not get the planned level
+        folder = tmp_path / cells[0].id / ("node%d" % (rank + 1)) / ("worker-%d" % rank)
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps(
+            {"environment": {"TF_ENABLE_ONEDNN_OPTS": seen}}))
+    rows = explain.levels_applied(tmp_path, base, TWO, cells)
+    assert [(r["process"], r["ok"]) for r in rows] == [("node1/worker-0", True),
+                                                       ("node2/worker-1", False)]
+
+
+def test_the_main_report_shows_what_moves_each_claim(tmp_path):
+    run = fixtures.write_run(tmp_path, [fixtures.cell(b, s, 100.0) for b in
+                                        ("resnet18-cifar10",) for s in
+                                        ("tensorflow-sync", "mxnet-sync")])
+    (run / "explain.json").write_text(json.dumps({"claims": [
+        {"id": CLAIM, "sentence": "versions paper-py39 -> current moves it most: x0.40"}]}))
+    text = report.build(run, quiet=True)["report"].read_text()
+    assert "what moves it (invoke explain)" in text
+    assert "versions paper-py39 -> current moves it most: x0.40" in text
