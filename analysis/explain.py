@@ -192,8 +192,7 @@ def claim_row(plan, claim, measured):
     for rung in plan.rungs:
         why = plan.not_measurable.get(rung.after.key) or plan.not_measurable.get(rung.before.key)
         if why:
-            known = _known(plan, rung)
-            why = "not measurable here: %s%s" % (why, " (%s)" % known if known else "")
+            why = "not measurable here: %s" % why
         steps.append((rung, measured[rung.before.key]["claims"].get(claim["id"]),
                       measured[rung.after.key]["claims"].get(claim["id"]), why or ""))
     row = decompose(claim["id"], base, end, steps, paper=claim.get("value"))
@@ -203,12 +202,6 @@ def claim_row(plan, claim, measured):
     row["comparable"] = not any(d in claims.NOT_COMPARABLE for d in
                                 (end or base or {}).get("deviations") or [])
     return row
-
-
-def _known(plan, rung):
-    from harness.plan import ladder
-    stack = plan.cells_of(rung.after)[0]
-    return ladder.known_failure(plan.factors, rung.after, stack)
 
 
 def levels_applied(run_path, setting, factors, cells):

@@ -106,8 +106,10 @@ def run(inventory_name, stack_name, profile, results, benchmarks=None, claim_ids
         run_round(plan, inventory_name, runs, round_)
         if round_ == 0:
             fall_back(plan, inventory_name, runs)
-        print("explain: round %d/%d done after %.0f s" % (round_ + 1, repeats,
-                                                          time.time() - started), flush=True)
+        spent = time.time() - started
+        print("explain: round %d/%d done after %.0f s; ETA %.0f s more (the rounds so far's "
+              "mean)" % (round_ + 1, repeats, spent, spent / (round_ + 1) * (repeats - round_ - 1)),
+              flush=True)
     from analysis import explain as analysis
     out = Path(results) / ("explain-%s" % collect.new_run_id())
     return analysis.build(plan, runs, out)
@@ -155,13 +157,21 @@ def add_cells(path, cells):
 
 
 def fall_back(plan, inventory_name, runs):
-    """After round 0: a setting with a failed cell is not measurable here; a path rung that
-    needs one is measured from today's setting instead (its round 0 runs at once)."""
+    """After round 0: a failed cell runs once more (a flake passes, a setting that cannot run
+    here fails again); a setting with a cell failed twice is not measurable here, and a path
+    rung that needs one is measured from today's setting instead (its round 0 runs at once)."""
+    for stack, cells in plan.by_stack().items():
+        path = runs / plan.run_id(stack)
+        if failures(path, [c for c in cells if c.repeat == 0]):
+            commands.bench(inventory_name, stack, plan.profile, str(runs), run_id=path.name,
+                           round_=0, repeats=None, retry_failed=True)
     for setting in plan.settings():
         stack, cells = plan.cells_of(setting)
         failed = failures(runs / plan.run_id(stack), [c for c in cells if c.repeat == 0])
         if failed:
-            plan.not_measurable[setting.key] = "; ".join(failed)
+            known = ladder.known_failure(plan.factors, setting, stack)
+            plan.not_measurable[setting.key] = "; ".join(failed) + (
+                " (known: %s)" % known if known else "")
     redo = []
     for rung in list(plan.rungs):
         if rung.side == "path" and (rung.before.key in plan.not_measurable
@@ -190,14 +200,17 @@ def failures(path, cells):
 def skip_later_rounds(plan, runs):
     """A setting that failed in round 0 is not run again: its later cells (those no measurable
     setting shares) are marked failed with the reason, so that nothing is skipped silently."""
-    needed = {c.id for s in plan.settings() if s.key not in plan.not_measurable
-              for c in plan.cells_of(s)[1]}
+    needed = set()  # (stack, cell id): cells of two stacks may have one id
+    for s in plan.settings():
+        if s.key not in plan.not_measurable:
+            stack, cells = plan.cells_of(s)
+            needed |= {(stack, c.id) for c in cells}
     for key, why in plan.not_measurable.items():
         setting = next(s for s in plan.settings() if s.key == key)
         stack, cells = plan.cells_of(setting)
         folder = RunFolder(runs / plan.run_id(stack))
         for cell in cells:
-            if cell.repeat > 0 and cell.id not in needed \
+            if cell.repeat > 0 and (stack, cell.id) not in needed \
                     and folder.status(cell.id)["status"] == "pending":
                 folder.save_status(CellStatus(cell.id, status="failed", reason=(
                     "not run: its setting failed in round 0 (%s)" % why)[:500]), time.time())

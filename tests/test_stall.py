@@ -120,3 +120,38 @@ def test_an_ended_process_may_take_a_while_to_exit_but_not_forever():
     reasons = watch_over(proc(), exiting)  # its last write at t=1
     assert not any(reasons[:62])
     assert reasons[62] == "ended (phase succeeded) but has not exited for 61 s"
+
+
+class FakeNode:
+    name = "node2"
+
+    def __init__(self, result):
+        self.result, self.killed = result, []
+
+    def read_text(self, path):
+        return self.result
+
+    def bounded(self, call, seconds):
+        return call()
+
+    def kill(self, pid):
+        self.killed.append(pid)
+        return []
+
+
+def test_a_process_that_wrote_a_succeeded_result_and_lingers_is_stopped_not_failed():
+    """TensorFlow-sync's ResNet-18 worker wrote its result, then took over 60 s to exit: the
+    cell is measured; the process is killed by its pid and the cell keeps a warning."""
+    from harness.run import launch
+    done = launch.Process(node=FakeNode('{"status": "succeeded"}'), role="worker", rank=1,
+                          out_dir="/x", pid=4242, progress={"phase": "succeeded"})
+    assert launch.finished_but_lingering(done, "ended (phase succeeded) but has not exited")
+    assert (done.rc, done.node.killed, done.lingered) == (
+        0, [4242], "ended (phase succeeded) but has not exited")
+    # one that failed, or whose result says otherwise, is still a stall
+    for phase, result in (("failed", '{"status": "failed"}'),
+                          ("succeeded", '{"status": "profiling"}')):
+        other = launch.Process(node=FakeNode(result), role="worker", rank=1, out_dir="/x",
+                               pid=7, progress={"phase": phase})
+        assert not launch.finished_but_lingering(other, "why")
+        assert other.rc is None and other.node.killed == []

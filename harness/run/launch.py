@@ -59,6 +59,7 @@ class Process:
     progress: dict = field(default_factory=dict)
     service: bool = False  # runs until the harness stops it (registry `services`)
     killed_hard: list = field(default_factory=list)  # pids that needed a KILL to stop
+    lingered: str = ""  # why it was stopped after writing its result (it did not exit)
 
     @property
     def label(self):
@@ -188,7 +189,7 @@ def watch(cell, processes, timeout, display, bounds=None):
         interrupts.check()
         now = time.monotonic()
         for proc in processes:
-            if now >= proc.next_poll:
+            if now >= proc.next_poll and not proc.lingered:  # a lingering one was stopped
                 alive[proc.label] = poll(proc, stalls.bounds.slowness)
                 proc.next_poll = now + every
         gone = unanswering(processes) if every > POLL_SECONDS else ""
@@ -200,6 +201,7 @@ def watch(cell, processes, timeout, display, bounds=None):
         if failed:
             return "failed", "; ".join(_death(p) for p in failed)
         stalled = stalls.check(processes, time.monotonic())
+        stalled = [(p, why) for p, why in stalled if not finished_but_lingering(p, why)]
         if stalled:
             return "failed", "stalled: %s (%s)" % ("; ".join(
                 "%s %s" % (p.label, why) for p, why in stalled), stalls.bounds.describe())
@@ -211,6 +213,17 @@ def watch(cell, processes, timeout, display, bounds=None):
         if time.monotonic() - started > timeout:
             return "failed", "timeout after %d s (raise it with --timeout)" % timeout
         time.sleep(POLL_SECONDS)
+
+
+def finished_but_lingering(proc, why):
+    """A process that wrote a succeeded result and then did not exit (TensorFlow's
+    multi-worker teardown has taken over 60 s here) has measured everything: it is stopped by
+    its pid and counts as exited 0; the cell keeps a warning naming it."""
+    if (proc.progress or {}).get("phase") != "succeeded" or _result_status(proc) != "succeeded":
+        return False
+    stop([proc])
+    proc.rc, proc.lingered = 0, why
+    return True
 
 
 def unanswering(processes):
@@ -333,6 +346,10 @@ def run_cell(cell, processes, timeout, status, save=lambda: None, after=(0.0, 0)
             status.update(status="succeeded", reason="", warning=(
                 "operator profile incomplete: %s in the profiled steps; every worker's timed "
                 "steps were written before them and are kept" % status["reason"]))
+            print("  %s: %s" % (cell.id, status["warning"]), flush=True)
+        lingered = ["%s %s" % (p.label, p.lingered) for p in processes if p.lingered]
+        if status["status"] == "succeeded" and lingered:
+            status["warning"] = "stopped after writing its result: %s" % "; ".join(lingered)
             print("  %s: %s" % (cell.id, status["warning"]), flush=True)
         status["ended"] = time.time()
         status["seconds"] = status["ended"] - began
