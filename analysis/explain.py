@@ -225,26 +225,32 @@ def levels_applied(run_path, setting, factors, cells):
 
 
 def waterfall(row, out_stem):
-    """paper -> 2021 here -> each factor -> interaction -> today, on a log scale."""
+    """paper -> 2021 here -> each factor -> interaction -> today, each step labelled with
+    its effect."""
     import matplotlib.pyplot as plt
     steps = [e for e in row["effects"] if e["side"] != "what-if" and _finite(e["value"])]
-    labels = ["2021 here"] + [e["rung"] for e in steps] + ["interaction", "today"]
-    level, bars = row["base"], []
-    for e in steps + [{"value": row["interaction"] if _finite(row["interaction"]) else 1.0}]:
-        bars.append((level, level * e["value"]))
-        level *= e["value"]
+    steps.append({"rung": "interaction", "value": row["interaction"]
+                  if _finite(row["interaction"]) else 1.0})
+    paper = row.get("paper")
+    labels = (["paper"] if paper else []) + ["2021 here"] + [e["rung"] for e in steps] + \
+        ["today"]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels) + 1), 4))
-    ax.bar(0, row["base"], color="#4e79a7")
-    for i, (start, stop) in enumerate(bars, 1):
-        ax.bar(i, stop - start, bottom=start, color="#59a14f" if stop < start else "#e15759")
-    ax.bar(len(labels) - 1, row["end"], color="#4e79a7")
-    if row.get("paper"):
-        ax.axhline(row["paper"], color="black", linestyle="--", linewidth=1, label="paper %.2f"
-                   % row["paper"])
-        ax.legend(fontsize=8)
+    x = 0
+    if paper:
+        ax.bar(x, paper, color="#bab0ac", label="paper")
+        x += 1
+    ax.bar(x, row["base"], color="#4e79a7", label="measured here")
+    level = row["base"]
+    for e in steps:
+        x += 1
+        stop = level * e["value"]
+        ax.bar(x, stop - level, bottom=level, color="#59a14f" if stop < level else "#e15759")
+        ax.annotate("x%.2f" % e["value"], (x, max(level, stop)), ha="center",
+                    va="bottom", fontsize=8)
+        level = stop
+    ax.bar(x + 1, row["end"], color="#4e79a7")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=7)
-    ax.set_ylabel("claim's ratio")
     return figures.finish(fig, ax, out_stem, row["text"], "claim's ratio")
 
 
@@ -300,8 +306,12 @@ def claim_blocks(row, png):
     rows += [[e["rung"] + (" (%s)" % e["side"] if e["side"] != "path" else ""),
               "x" + _n(e["value"]) if _finite(e["value"]) else "-", _iv(e["low"], e["high"]),
               e["why"]] for e in row["effects"]]
+    chained = _finite(row["interaction_low"]) and \
+        abs(row["interaction_low"] - 1) < 1e-9 and abs(row["interaction_high"] - 1) < 1e-9
     rows += [["interaction (remainder)", "x" + _n(row["interaction"]),
-              _iv(row["interaction_low"], row["interaction_high"]), ""],
+              _iv(row["interaction_low"], row["interaction_high"]),
+              "1 by construction: the rungs chain, no setting measures the factors apart"
+              if chained else ""],
              ["today", _n(row["end"]), _iv(row["end_low"], row["end_high"]),
               row.get("end_verdict") or ""]]
     blocks = [("h3", row["text"]), ("p", "**%s**.%s" % (row["sentence"], judged)),

@@ -162,7 +162,8 @@ def fall_back(plan, inventory_name, runs):
     rung that needs one is measured from today's setting instead (its round 0 runs at once)."""
     for stack, cells in plan.by_stack().items():
         path = runs / plan.run_id(stack)
-        if failures(path, [c for c in cells if c.repeat == 0]):
+        first = [c for c in cells if c.repeat == 0 and not RunFolder(path).attempts(c.id)]
+        if failures(path, first):  # each failed cell is retried once, not at every explain
             commands.bench(inventory_name, stack, plan.profile, str(runs), run_id=path.name,
                            round_=0, repeats=None, retry_failed=True)
     for setting in plan.settings():

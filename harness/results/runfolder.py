@@ -133,6 +133,10 @@ class RunFolder:
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / STATUS, CellStatus(cell_id).to_dict())
 
+    def attempts(self, cell_id):
+        """How many earlier attempts of the cell were set aside."""
+        return len(list((self.path / ATTEMPTS).glob("%s.*" % cell_id)))
+
     def _attempt_folder(self, cell_id):
         attempts = self.path / ATTEMPTS
         attempts.mkdir(exist_ok=True)
