@@ -165,3 +165,16 @@ def test_the_main_report_shows_what_moves_each_claim(tmp_path):
     text = report.build(run, quiet=True)["report"].read_text()
     assert "what moves it (invoke explain)" in text
     assert "versions paper-py39 -> current moves it most: x0.40" in text
+
+
+def test_a_process_records_the_variables_it_was_given_and_nothing_else(monkeypatch):
+    # the controller's environment reaches local nodes: a prefix would have recorded a token
+    from bench.common import runner
+    monkeypatch.setenv("DLBENCH_TEST_TOKEN", "s3cret")
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    monkeypatch.setenv("DLBENCH_TF_INPUT_CACHE", "0")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    seen = runner.recorded_environment({"stack_environment": {"TF_ENABLE_ONEDNN_OPTS": "0"},
+                                        "environment": "DLBENCH_TF_INPUT_CACHE=0"})
+    assert seen == {"DLBENCH_TF_INPUT_CACHE": "0", "OMP_NUM_THREADS": "1",
+                    "TF_ENABLE_ONEDNN_OPTS": "1"}

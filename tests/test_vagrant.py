@@ -1,6 +1,7 @@
 """The logic around `vagrant` (harness/clusters/vagrant.py): parsing its output, which machines
 are brought up, the inventory written from it. `vagrant` is replaced here by recorded output;
 the VMs themselves are booted for real in tests/test_vms.py."""
+import json
 import re
 
 import pytest
@@ -210,7 +211,10 @@ def test_down_destroys_only_where_vagrant_created_machines(monkeypatch, tmp_path
     from harness.clusters import libvirt
     monkeypatch.setattr(vagrant, "REPO", tmp_path)
     monkeypatch.setattr(vagrant, "INVENTORY", tmp_path / "vagrant.yml")
+    monkeypatch.setattr(vagrant, "STATE", tmp_path / "state")
     monkeypatch.setattr(libvirt, "read_state", lambda: None)
+    for name in ("DLBENCH_VM_BOX", "VAGRANT_DEFAULT_PROVIDER"):  # down() sets them for vagrant:
+        monkeypatch.delenv(name, raising=False)  # they must not reach the later VM tests
     calls, said = [], []
     run = lambda args, stream=False: calls.append(args)
     (tmp_path / ".vagrant" / "machines" / "node1" / "libvirt").mkdir(parents=True)
@@ -220,3 +224,17 @@ def test_down_destroys_only_where_vagrant_created_machines(monkeypatch, tmp_path
     monkeypatch.setattr(vagrant.shutil, "which", lambda tool: "/usr/bin/" + tool)
     vagrant.down(run=run, echo=said.append)
     assert calls == [["destroy", "-f"]] and vagrant.created_machines() == ["node1"]
+
+
+def test_only_a_probed_accelerator_is_reused(monkeypatch, tmp_path):
+    # a record written for a user's own box ("kvm, no kernel to probe") once made the next
+    # `vagrant up` of the package's box take KVM, where KVM guests cannot run
+    monkeypatch.setattr(vagrant, "STATE", tmp_path)
+    record = {"provider": "libvirt", "box": "b1", "accelerator": "kvm",
+              "why": "box b1 (no kernel to probe)"}
+    (tmp_path / "vm.json").write_text(json.dumps(record))
+    assert vagrant.known_accelerator("b1") is None
+    (tmp_path / "vm.json").write_text(json.dumps(dict(record, accelerator="qemu",
+                                                      why="KVM failed", probed=True)))
+    assert vagrant.known_accelerator("b1") == ("qemu", "KVM failed")
+    assert vagrant.known_accelerator("b2") is None

@@ -57,17 +57,18 @@ def run(config, train, versions):
     return result
 
 
-# What a process's environment says about how it ran: the thread budget, the frameworks'
-# switches, this package's own (DLBENCH_*: a factor's level). Read back by invoke explain,
-# which checks each rung's level in what the process saw, not in what was planned.
-RECORDED_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "TF_", "MXNET_", "TORCH_", "GLOO_",
-                     "DLBENCH_")
+# What a process's environment says about how it ran, read back by invoke explain (which
+# checks each rung's level in what the process saw, not in what was planned): the thread
+# budget, the stack's variables and the factor's. Named ones only: a prefix would also catch
+# whatever the controller's environment passes through (a token, on the local cluster).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def recorded_environment(config):
-    names = set(config.get("stack_environment") or ())
-    return {k: v for k, v in sorted(os.environ.items())
-            if k.startswith(RECORDED_PREFIXES) or k in names}
+    names = set(THREAD_VARIABLES) | set(config.get("stack_environment") or ())
+    names |= {pair.split("=", 1)[0] for pair in (config.get("environment") or "").split(";")
+              if pair}
+    return {k: os.environ[k] for k in sorted(names) if k in os.environ}
 
 
 def keep(config, measured):

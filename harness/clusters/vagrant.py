@@ -74,6 +74,7 @@ def machine_setup(progress=print):
                                "DLBENCH_VM_CMDLINE": vmbox.RECIPE["cmdline"]})
             record["accelerator"], record["why"] = known_accelerator(record["box"]) or \
                 libvirt.accelerator(kernel)
+            record["probed"] = True  # the only choice known_accelerator may reuse
         else:
             record["accelerator"], record["why"] = "kvm", "box %s (no kernel to probe)" \
                 % record["box"]
@@ -95,7 +96,7 @@ def known_accelerator(box):
     """(accelerator, why) chosen earlier for this box on this machine, or None: trying KVM
     costs up to libvirt.PROBE_SECONDS, and every provisioning would try it again."""
     record = vm_record()
-    if record.get("box") == box and record.get("accelerator") and \
+    if record.get("box") == box and record.get("probed") and record.get("accelerator") and \
             record.get("why") != "DLBENCH_VM_DRIVER":
         return record["accelerator"], record["why"]
     return None
