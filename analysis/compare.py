@@ -49,15 +49,21 @@ def load(run_path):
     """A run's manifest, setup, groups (the paper's network setting), operator table, claims."""
     run_path = Path(run_path)
     manifest = json.loads((run_path / "manifest.json").read_text())
-    records = tidy.load_records(run_path / "records.jsonl")
+    found = evaluate(tidy.load_records(run_path / "records.jsonl"), manifest)
+    return dict(found, path=run_path, run_id=manifest.get("run_id") or run_path.name,
+                label=(manifest.get("stack") or {}).get("name") or run_path.name,
+                manifest=manifest)
+
+
+def evaluate(records, manifest):
+    """Records -> setup, groups (the paper's network setting), operator table and claims
+    ({id: row}); also for a subset of a run's records (invoke explain's settings)."""
     cells = tidy.cell_table(records)
     groups = tidy.reference_groups(tidy.group_table(cells))
     bed = testbed.describe(manifest)
     table = operators.category_table(operators.categorised(records), cells)
     found = claims.evaluate(groups, testbed=bed) + operators.evaluate_claims(table, testbed=bed)
-    return {"path": run_path, "run_id": manifest.get("run_id") or run_path.name,
-            "label": (manifest.get("stack") or {}).get("name") or run_path.name,
-            "manifest": manifest, "bed": bed, "groups": groups, "operators": table,
+    return {"bed": bed, "groups": groups, "operators": table,
             "claims": {c["id"]: c for c in found}}
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import claims, figures, operators, render, stats, testbed, tidy
+from . import claims, compare, figures, render, stats, testbed, tidy
 
 FILE = "explain.json"
 
@@ -28,20 +28,9 @@ def measure(records, manifest, cell_ids, claim_ids):
     mine = records[records.cell_id.isin(cell_ids)]
     if mine.empty:
         return {"claims": {}, "times": {}}
-    cells = tidy.cell_table(mine)
-    groups = tidy.reference_groups(tidy.group_table(cells))
-    bed = testbed.describe(manifest)
-    table = operators.category_table(operators.categorised(mine), cells)
-    found = claims.evaluate(groups, testbed=bed) + operators.evaluate_claims(table, testbed=bed)
-    return {"claims": {c["id"]: c for c in found if c["id"] in claim_ids},
-            "times": claims.estimates(groups, "execution_seconds", "execution_boot"),
-            "failed": _failures(cells)}
-
-
-def _failures(cells):
-    bad = cells[cells.status != "succeeded"]
-    return ["%s: %s" % (r["cell_id"], r.get("reason") or r["status"])
-            for r in bad.reset_index().to_dict("records")]
+    found = compare.evaluate(mine, manifest)
+    return {"claims": {k: v for k, v in found["claims"].items() if k in claim_ids},
+            "times": claims.estimates(found["groups"], "execution_seconds", "execution_boot")}
 
 
 # ---- the arithmetic ------------------------------------------------------------------------

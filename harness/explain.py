@@ -5,9 +5,9 @@ Cells live in one run per stack, results/explain-runs/<stack>-<layout>/, which e
 on the same inventory, node count and profile shares: a cell measured by an earlier explain
 (same id: same settings, the factor's variables included) is kept, not run again. Repeats are
 interleaved: round k runs repeat k of every setting, stack after stack, so a drifting machine
-hits every rung alike. A setting whose cells fail in round 0 is not run again: its rungs are
-"not measurable here" with the cells' error, and a path factor is measured from today's
-setting instead.
+hits every rung alike. A cell that fails in round 0 runs once more; a setting whose cell
+fails twice is not run again: its rungs are "not measurable here" with the cells' error, and a
+path factor is measured from today's setting instead.
 """
 import hashlib
 import time
@@ -28,7 +28,7 @@ def chosen_claims(claim_ids, benchmarks):
     a benchmark among `benchmarks`; -> [(claim, its benchmarks here)]."""
     from analysis import claims
     reference = claims.load_reference()
-    pool = [c for c in reference.get("headline", []) + reference.get("operators", [])]
+    pool = reference.get("headline", []) + reference.get("operators", [])
     wanted = [c.strip() for c in claim_ids.split(",") if c.strip()] if claim_ids else None
     known = {c["id"] for c in pool}
     if wanted and set(wanted) - known:

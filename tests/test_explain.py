@@ -178,3 +178,10 @@ def test_a_process_records_the_variables_it_was_given_and_nothing_else(monkeypat
                                         "environment": "DLBENCH_TF_INPUT_CACHE=0"})
     assert seen == {"DLBENCH_TF_INPUT_CACHE": "0", "OMP_NUM_THREADS": "1",
                     "TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
+def test_a_factor_whose_levels_run_from_today_back_to_2021_is_moved_one_level_at_a_time():
+    # the reversed slice once gave no rung at all where today's level is the first listed
+    factors = {"x": {"apply": {"environment": "X"}, "paper": "c", "today": "a",
+                     "levels": [{"value": "a"}, {"value": "b"}, {"value": "c"}]}}
+    assert [r.name for r in ladder.rungs(factors)] == ["x c -> b", "x b -> a"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import registry
 
 from . import matrix
+from ..errors import UserError
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,6 @@ def choose(names, inventory_name, vcpus, all_factors=None):
         [n for n, f in all_factors.items() if str(f["paper"]) != str(f["today"])]
     unknown = [n for n in wanted if n not in all_factors]
     if unknown:
-        from ..errors import UserError
         raise UserError("unknown factor(s) %s" % ", ".join(unknown),
                         "factors are (registry/factors.yml): %s" % ", ".join(all_factors))
     chosen, left = {}, {}
@@ -113,8 +113,8 @@ def rungs(factors):
             out += [Rung(name, end, end.moved(name, v), "what-if")
                     for v in levels if v != levels[first]]
             continue
-        step = 1 if last > first else -1
-        chain = levels[first:last + step:step] if step == 1 else levels[first:last - 1:-1]
+        chain = levels[min(first, last):max(first, last) + 1]
+        chain = chain if first < last else chain[::-1]  # from 2021's level to today's
         out += [Rung(name, base.moved(name, a), base.moved(name, b), "path")
                 for a, b in zip(chain, chain[1:])]
     return out
