@@ -185,3 +185,12 @@ def test_a_factor_whose_levels_run_from_today_back_to_2021_is_moved_one_level_at
     factors = {"x": {"apply": {"environment": "X"}, "paper": "c", "today": "a",
                      "levels": [{"value": "a"}, {"value": "b"}, {"value": "c"}]}}
     assert [r.name for r in ladder.rungs(factors)] == ["x c -> b", "x b -> a"]
+
+
+@pytest.mark.parametrize("module", ["analysis.report", "analysis.compare", "analysis.explain"])
+def test_each_analysis_module_imports_first_in_a_fresh_interpreter(module):
+    # report -> explain -> compare -> report: a cycle that an import in the wrong place breaks
+    import subprocess
+    import sys
+    from harness.paths import REPO
+    subprocess.run([sys.executable, "-c", "import %s" % module], cwd=str(REPO), check=True)
