@@ -154,10 +154,16 @@ def build(plan, runs, out, quiet=False):
               "base": plan.base.text(plan.factors), "end": plan.end.text(plan.factors),
               "runs": {s: str(Path(runs) / plan.run_id(s)) for s in loaded}}
     (out / FILE).write_text(json.dumps(result, indent=1, default=_plain))
-    pd.DataFrame([{k: v for k, v in r.items() if k != "effects"} for r in rows]).to_csv(
+    pd.DataFrame([{k: v for k, v in r.items() if k not in ("effects", "ladders")}
+                  for r in rows]).to_csv(
         out / "claims.csv", index=False)
     pngs = {r["id"]: waterfall(r, out / ("waterfall_%s" % r["id"]))[0] for r in rows
             if _finite(r["base"]) and _finite(r["end"])}
+    for r in rows:
+        for name, lad in r["ladders"].items():
+            if any(_finite(l["value"]) for l in lad["levels"]):
+                pngs[(r["id"], name)] = ladder_figure(r, lad, out / ("ladder_%s_%s" % (
+                    r["id"], name)))[0]
     bed = beds.get(plan.cells_of(plan.base)[0]) or next(iter(beds.values()))
     blocks = report_blocks(plan, result, bed, pngs)
     (out / "explain.md").write_text(render.markdown(blocks))
@@ -186,12 +192,57 @@ def claim_row(plan, claim, measured):
         steps.append((rung, measured[rung.before.key]["claims"].get(claim["id"]),
                       measured[rung.after.key]["claims"].get(claim["id"]), why or ""))
     row = decompose(claim["id"], base, end, steps, paper=claim.get("value"))
+    row["ladders"] = ladders(plan, claim["id"], measured, row["effects"])
     row["text"] = claim["text"]
     row["base_verdict"] = (base or {}).get("verdict")
     row["end_verdict"] = (end or {}).get("verdict")
     row["comparable"] = not any(d in claims.NOT_COMPARABLE for d in
                                 (end or base or {}).get("deviations") or [])
     return row
+
+
+def ladders(plan, claim_id, measured, effects):
+    """factor -> the claim's ratio at each of its levels (the others at 2021's) and the rung
+    where it moved most, for every path factor of more than two levels (a release ladder)."""
+    from harness.plan import ladder
+    out = {}
+    for name, factor in plan.factors.items():
+        values = ladder.values(factor)
+        if len(values) < 3 or str(factor["paper"]) == str(factor["today"]):
+            continue
+        levels = []
+        for value in values:
+            got = measured.get(plan.base.moved(name, value).key, {}).get("claims", {})
+            found = got.get(claim_id) or {}
+            levels.append({"level": value, "name": ladder.level_name(factor, value),
+                           "value": _value(found), "low": found.get("low"),
+                           "high": found.get("high")})
+        mine = [e for e in effects if e["factor"] == name and e["side"] == "path"
+                and _finite(e["value"])]
+        out[name] = {"text": factor.get("text", name), "levels": levels,
+                     "most": dict(zip(("rung", "value", "low", "high"), _largest(mine)))
+                     if mine else None}
+    return out
+
+
+def ladder_figure(row, ladder_row, out_stem):
+    """The claim's ratio against each level of a ladder, with its 95% interval."""
+    import matplotlib.pyplot as plt
+    levels = ladder_row["levels"]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(levels) + 2), 4))
+    x = np.arange(len(levels))
+    y = np.array([l["value"] for l in levels], float)
+    low = np.array([l["low"] if _finite(l["low"]) else v for l, v in zip(levels, y)], float)
+    high = np.array([l["high"] if _finite(l["high"]) else v for l, v in zip(levels, y)], float)
+    ax.errorbar(x, y, yerr=[y - low, high - y], marker="o", capsize=4, color="#4e79a7",
+                label="measured here (95% interval)")
+    if row.get("paper"):
+        ax.axhline(row["paper"], color="#bab0ac", linestyle="--", label="paper")
+    ax.axhline(1.0, color="#999999", linewidth=0.8)
+    ax.set_xticks(x)
+    ax.set_xticklabels([l["name"] for l in levels], rotation=20, ha="right", fontsize=8)
+    return figures.finish(fig, ax, out_stem, "%s: %s" % (row["text"], ladder_row["text"]),
+                          "claim's ratio")
 
 
 def levels_applied(run_path, setting, factors, cells):
@@ -267,6 +318,8 @@ def report_blocks(plan, result, bed, pngs):
     blocks.append(("h2", "Claims"))
     for row in result["claims"]:
         blocks += claim_blocks(row, pngs.get(row["id"]))
+        for name, lad in row["ladders"].items():
+            blocks += ladder_blocks(row, lad, pngs.get((row["id"], name)))
     if result["system_effects"]:
         blocks += [("h2", "Each factor within one framework"),
                    ("p", "A rung's effect on a system-mode's own paper-scale execution time: "
@@ -308,6 +361,20 @@ def claim_blocks(row, png):
               ("table", ["", "value", "95% interval", "verdict / note"], rows)]
     if png:
         blocks.append(("img", png, "Waterfall: %s" % row["text"]))
+    return blocks
+
+
+def ladder_blocks(row, lad, png):
+    most = lad["most"]
+    said = ("it moved most at %s: x%.2f [%s]" % (most["rung"], most["value"],
+                                                 _iv(most["low"], most["high"]))
+            if most else "no step of it could be measured")
+    blocks = [("p", "**%s, level by level** (the other factors at 2021's): %s." % (
+        lad["text"], said)),
+        ("table", ["level", "claim's ratio", "95% interval"],
+         [[l["name"], _n(l["value"]), _iv(l["low"], l["high"])] for l in lad["levels"]])]
+    if png:
+        blocks.append(("img", png, "%s against %s" % (row["text"], lad["text"])))
     return blocks
 
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 from . import commands
 from .errors import UserError
-from .nodes import inventory
+from .nodes import access, inventory, stacks
 from .plan import ladder
 from .results import collect
 from .results.runfolder import CellStatus, RunFolder
+from .run import preflight
 
 DEFAULT_BENCHMARKS = "lenet5-cifar10,resnet18-cifar10"
 
@@ -101,6 +102,7 @@ def run(inventory_name, stack_name, profile, results, benchmarks=None, claim_ids
                 factor_names, repeats)
     runs = Path(results) / "explain-runs"
     print_plan(plan)
+    check_stacks(plan, inv)
     started = time.time()
     for round_ in range(repeats):
         run_round(plan, inventory_name, runs, round_)
@@ -126,6 +128,20 @@ def print_plan(plan):
     print("  %d cell(s) in %d run(s) (%s), %d repeat(s) interleaved" % (
         sum(len(c) for c in stacks.values()), len(stacks), ", ".join(stacks), plan.repeats),
         flush=True)
+
+
+def check_stacks(plan, inv):
+    """Every stack the ladder needs is provisioned on every node before any cell runs: a
+    release ladder needs one stack per release (`invoke provision --stack <each>`)."""
+    nodes = access.connect_all(inv)
+    for stack, cells in plan.by_stack().items():
+        try:
+            preflight.check(nodes, stacks.load(stack), cells, inv)
+        except UserError as error:
+            raise UserError("stack %s is not ready for the ladder: %s" % (stack, error.cause),
+                            "invoke provision --inventory %s --stack %s --profile %s, then "
+                            "invoke explain again (what ran is kept)" % (inv.name, stack,
+                                                                         plan.profile))
 
 
 def run_round(plan, inventory_name, runs, round_):

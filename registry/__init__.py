@@ -92,7 +92,49 @@ def for_manifest(names):
 
 
 FACTORS = Path(__file__).resolve().parent / "factors.yml"
-APPLY = ("environment", "stack", "threads", "network")
+APPLY = ("environment", "stack", "threads", "network", "releases")
+RELEASES = Path(__file__).resolve().parent / "releases.yml"
+PLAIN = re.compile(r"^[A-Za-z0-9_.+-]+$")
+
+
+@functools.lru_cache(maxsize=None)
+def releases(path=RELEASES):
+    """{base, frameworks: {framework: [{release, packages, environment}]}} (releases.yml),
+    checked: a wrong entry fails here, naming it."""
+    raw = yaml.safe_load(Path(path).read_text())
+    where = Path(path).name
+    if not raw.get("base") or not PLAIN.match(str(raw["base"])):
+        raise ValueError("%s: `base:` must name a stack in stacks/" % where)
+    for framework, entries in (raw.get("frameworks") or {}).items():
+        if framework not in frameworks():
+            raise ValueError("%s: %s is not a framework (%s)" % (where, framework,
+                                                                   sorted(frameworks())))
+        seen = [str(e.get("release")) for e in entries]
+        bad = [r for r in seen if not re.match(r"^[0-9][A-Za-z0-9.]*$", r)]
+        if bad or len(set(seen)) != len(seen) or len(seen) < 2:
+            raise ValueError("%s: %s needs two or more distinct releases of digits and dots "
+                             "(got %s)" % (where, framework, seen))
+        if not all(e.get("packages") for e in entries):
+            raise ValueError("%s: every %s release needs `packages:`" % (where, framework))
+    return raw
+
+
+def release_stack(framework, release, path=RELEASES):
+    """The name of the stack made from one release (stacks.load builds it)."""
+    return "%s+%s-%s" % (releases(path)["base"], framework, release)
+
+
+def _release_levels(entry, where):
+    """A factor applied by `releases: <framework>` climbs that framework's releases."""
+    framework = entry["apply"]["releases"]
+    listed = (releases()["frameworks"] or {}).get(framework)
+    if not listed:
+        raise ValueError("%s: releases.yml lists no releases of %s" % (where, framework))
+    entry["levels"] = [{"value": str(r["release"]), "name": "%s %s" % (
+        frameworks()[framework].get("name", framework), r["release"])} for r in listed]
+    entry.setdefault("paper", str(listed[0]["release"]))
+    entry.setdefault("today", str(listed[-1]["release"]))
+    entry.setdefault("frameworks", [framework])
 
 
 @functools.lru_cache(maxsize=None)
@@ -102,6 +144,8 @@ def factors(path=FACTORS):
     known = set(frameworks())
     for name, entry in raw.items():
         where = "%s: factor %s" % (Path(path).name, name)
+        if "releases" in (entry.get("apply") or {}):
+            _release_levels(entry, where)
         values = [str(level["value"]) for level in entry.get("levels") or []]
         how = [k for k in (entry.get("apply") or {}) if k in APPLY]
         if len(values) < 2 or len(how) != 1 or len(entry["apply"]) != 1:
@@ -113,7 +157,7 @@ def factors(path=FACTORS):
         variable = entry["apply"].get("environment")
         if variable is not None and not re.match(r"^[A-Z_][A-Z0-9_]*$", str(variable)):
             raise ValueError("%s: %r is not an environment variable's name" % (where, variable))
-        bad = [v for v in values if not re.match(r"^[A-Za-z0-9_.+-]+$", v)]
+        bad = [v for v in values if not PLAIN.match(v)]
         if bad:
             raise ValueError("%s: levels %s must be plain words" % (where, bad))
     return raw

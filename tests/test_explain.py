@@ -194,3 +194,58 @@ def test_each_analysis_module_imports_first_in_a_fresh_interpreter(module):
     import sys
     from harness.paths import REPO
     subprocess.run([sys.executable, "-c", "import %s" % module], cwd=str(REPO), check=True)
+
+
+# ---- the release ladder (registry/releases.yml) ----------------------------------------------
+
+RELEASES = {"tf_releases": registry.factors()["tf_releases"]}
+
+
+def test_the_release_factor_climbs_every_release_in_the_file_as_its_own_stack():
+    listed = [str(r["release"]) for r in registry.releases()["frameworks"]["tensorflow"]]
+    factor = RELEASES["tf_releases"]
+    assert ladder.values(factor) == listed and len(listed) >= 4
+    assert (factor["paper"], factor["today"]) == (listed[0], listed[-1])
+    base, end = ladder.ends(RELEASES)
+    rungs = ladder.rungs(RELEASES)
+    assert [r.name for r in rungs] == ["tf_releases %s -> %s" % p for p in zip(listed, listed[1:])]
+    stack, environment, _, _ = ladder.run_of(base.moved("tf_releases", "2.9"), RELEASES,
+                                             "current")
+    assert (stack, environment) == ("paper-py39+tensorflow-2.9", {})
+
+
+def test_the_release_ladder_is_chosen_only_by_name_and_not_beside_versions():
+    chosen, _ = ladder.choose(None, "local", [1, 1])
+    assert "tf_releases" not in chosen and "versions" in chosen
+    with pytest.raises(UserError, match="versions and tf_releases each choose the stack"):
+        ladder.choose("versions,tf_releases", "local", [1, 1])
+
+
+def test_a_claims_ratio_at_each_release_and_the_release_where_it_moved_most(tmp_path):
+    # three releases: TF/MXNet 3.0 -> 2.7 (x0.9) -> 1.2 (x0.44, the big step) -> 1.1
+    factor = dict(RELEASES["tf_releases"], levels=[{"value": v, "name": "TF " + v}
+                                                   for v in ("2.5", "2.8", "2.9", "2.11")],
+                  paper="2.5", today="2.11")
+    factors = {"tf_releases": factor}
+    base, end = ladder.ends(factors)
+    rungs = ladder.rungs(factors)
+    seconds = {"2.5": 300.0, "2.8": 270.0, "2.9": 120.0, "2.11": 110.0}
+    measured = {base.moved("tf_releases", v).key: setting_records(tmp_path, "r" + v, s)
+                for v, s in seconds.items()}
+    claim = lambda s: measured[s.key]["claims"][CLAIM]
+    row = explain.decompose(CLAIM, claim(base), claim(end),
+                            [(r, claim(r.before), claim(r.after), "") for r in rungs])
+    plan = type("Plan", (), {"factors": factors, "base": base})
+    (name, lad), = explain.ladders(plan, CLAIM, measured, row["effects"]).items()
+    assert name == "tf_releases"
+    assert [l["value"] for l in lad["levels"]] == pytest.approx([3.0, 2.7, 1.2, 1.1])
+    assert [l["name"] for l in lad["levels"]] == ["TF 2.5", "TF 2.8", "TF 2.9", "TF 2.11"]
+    assert lad["most"]["rung"] == "tf_releases 2.8 -> 2.9"
+    assert lad["most"]["value"] == pytest.approx(120.0 / 270.0)
+    assert row["interaction"] == pytest.approx(1.0)  # the rungs chain
+
+
+def test_a_two_level_factor_draws_no_ladder(tmp_path):
+    base, end, rungs = two_factor_plan()
+    plan = type("Plan", (), {"factors": TWO, "base": base})
+    assert explain.ladders(plan, CLAIM, {}, []) == {}

@@ -60,3 +60,23 @@ def test_debian_python_stack_without_its_release_is_refused(tmp_path):
     bad.write_text(PY39 % "debian: {suite: bullseye}\n")
     with pytest.raises(UserError, match=r"needs `debian: \{suite, version\}`"):
         stacks.load(bad)
+
+
+def test_a_release_stack_is_the_base_with_one_frameworks_env_replaced():
+    base = stacks.load("paper-py39")
+    same = stacks.load("paper-py39+tensorflow-2.5")  # the paper's release: the base's own env
+    newer = stacks.load("paper-py39+tensorflow-2.9")
+    assert same.envs["tensorflow"].dirname == base.envs["tensorflow"].dirname
+    assert newer.envs["tensorflow"].dirname != base.envs["tensorflow"].dirname
+    assert "tensorflow-cpu==2.9.3" in newer.envs["tensorflow"].packages
+    assert newer.envs["tensorflow"].environment == {}  # the release's own defaults
+    assert {f: e.dirname for f, e in newer.envs.items() if f != "tensorflow"} == \
+        {f: e.dirname for f, e in base.envs.items() if f != "tensorflow"}
+    assert (newer.name, newer.python, newer.debian) == ("paper-py39+tensorflow-2.9", "3.9",
+                                                        base.debian)
+
+
+def test_an_unknown_release_names_the_release_stacks():
+    with pytest.raises(UserError, match="no release stack paper-py39\\+tensorflow-9.9") as e:
+        stacks.load("paper-py39+tensorflow-9.9")
+    assert "paper-py39+tensorflow-2.9" in e.value.fix

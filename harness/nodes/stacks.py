@@ -47,27 +47,70 @@ class Stack:
         return self.envs[framework]
 
 
+RELEASE = re.compile(r"^(?P<base>[A-Za-z0-9_.-]+)\+(?P<framework>[a-z]+)-(?P<release>[0-9][A-Za-z0-9.]*)$")
+
+
 def load(name_or_path):
+    found = RELEASE.match(str(name_or_path))
+    if found:
+        return release(**found.groupdict())
+    path, data = _read(name_or_path)
+    name = data.get("name") or path.stem
+    exact = _exact(path, data)
+    envs = {}
+    for framework, spec in (data.get("frameworks") or {}).items():
+        envs[framework] = _env(path, name, data.get("python"), framework, spec or {}, exact)
+    return Stack(name=name, python=str(data.get("python")), envs=envs,
+                 python_source=str(data.get("python_source") or "the OS packages or pyenv"),
+                 python_version=str(data.get("python_version") or ""),
+                 debian=_debian(path, data))
+
+
+def release(base, framework, release):
+    """The stack of one release in registry/releases.yml: the base stack with that
+    framework's env made of the release's packages. Its env keeps the base's name, so that a
+    release whose pins are the base's is the base's env, and the other frameworks' envs are
+    the base's own."""
+    listed = registry.releases()
+    entries = {str(e["release"]): e for e in (listed["frameworks"] or {}).get(framework) or []}
+    if base != listed["base"] or release not in entries:
+        raise UserError("no release stack %s+%s-%s" % (base, framework, release),
+                        "release stacks are %s (registry/releases.yml)" % ", ".join(
+                            registry.release_stack(f, str(e["release"]))
+                            for f, es in (listed["frameworks"] or {}).items() for e in es))
+    path, data = _read(base)
+    stack = load(base)
+    spec = dict((data.get("frameworks") or {}).get(framework) or {"import": framework},
+                packages=entries[release]["packages"],
+                environment=entries[release].get("environment") or {})
+    spec.pop("pip_args", None)
+    envs = dict(stack.envs)
+    envs[framework] = _env(path, stack.name, data.get("python"), framework, spec,
+                           _exact(path, data))
+    return Stack(name="%s+%s-%s" % (base, framework, release), python=stack.python, envs=envs,
+                 python_source=stack.python_source, python_version=stack.python_version,
+                 debian=stack.debian)
+
+
+def _read(name_or_path):
     path = Path(name_or_path)
     if path.suffix not in (".yml", ".yaml"):
         path = STACKS / ("%s.yml" % name_or_path)
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in STACKS.glob("*.yml")))
         raise UserError("stack %r not found (%s)" % (str(name_or_path), path),
-                        "use one of: %s" % known)
-    data = yaml.safe_load(path.read_text()) or {}
-    name = data.get("name") or path.stem
+                        "use one of: %s, or a release stack of registry/releases.yml "
+                        "(<base>+<framework>-<release>)" % known)
+    return path, yaml.safe_load(path.read_text()) or {}
+
+
+def _exact(path, data):
+    """The exact interpreter, part of every env's name: a Debian-packaged interpreter is
+    another interpreter, and its envs get their own names."""
     debian = _debian(path, data)
-    # a Debian-packaged interpreter is another interpreter: its envs get their own names
-    exact = str(data.get("python_version") or "") or (
+    return str(data.get("python_version") or "") or (
         "debian %s %s %s" % (debian["suite"], debian["version"], " ".join(debian["seed"]))
         if debian else "")
-    envs = {}
-    for framework, spec in (data.get("frameworks") or {}).items():
-        envs[framework] = _env(path, name, data.get("python"), framework, spec or {}, exact)
-    return Stack(name=name, python=str(data.get("python")), envs=envs,
-                 python_source=str(data.get("python_source") or "the OS packages or pyenv"),
-                 python_version=str(data.get("python_version") or ""), debian=debian)
 
 
 def _debian(path, data):

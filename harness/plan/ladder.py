@@ -69,11 +69,16 @@ def choose(names, inventory_name, vcpus, all_factors=None):
     2021's software and today's."""
     all_factors = all_factors or registry.factors()
     wanted = [n.strip() for n in names.split(",") if n.strip()] if names else \
-        [n for n, f in all_factors.items() if str(f["paper"]) != str(f["today"])]
+        [n for n, f in all_factors.items()
+         if str(f["paper"]) != str(f["today"]) and f.get("default", True)]
     unknown = [n for n in wanted if n not in all_factors]
     if unknown:
         raise UserError("unknown factor(s) %s" % ", ".join(unknown),
                         "factors are (registry/factors.yml): %s" % ", ".join(all_factors))
+    stackers = [n for n in wanted if set(all_factors[n]["apply"]) & {"stack", "releases"}]
+    if len(stackers) > 1:
+        raise UserError("factors %s each choose the stack: one ladder can climb one of them"
+                        % " and ".join(stackers), "name one of them in --factors")
     chosen, left = {}, {}
     for name in wanted:
         why = not_applicable(all_factors[name], inventory_name, vcpus)
@@ -133,6 +138,8 @@ def run_of(setting, factors, default_stack):
         how = factors[name]["apply"]
         if how.get("stack"):
             stack = value
+        elif how.get("releases"):
+            stack = registry.release_stack(how["releases"], value)
         elif how.get("threads"):
             threads = 0 if value == "vcpus" else int(value)
         elif how.get("network"):
