@@ -43,9 +43,10 @@ def measure(cell, nodes, stack, steps, rounds):
     return run_module(cell, nodes, stack, "bench.common.overhead", steps, rounds)
 
 
-def run_module(cell, nodes, stack, module, *args):
+def run_module(cell, nodes, stack, module, *args, extra_path=None):
     """`python -m module cell.json ARGS` for rank 0 of the cell on node 1, in the framework's
-    environment with the cell's thread settings; returns the JSON of its last output line."""
+    environment with the cell's thread settings (extra_path: a folder of packages put after
+    the code on PYTHONPATH); returns the JSON of its last output line."""
     shards = shard_index(cell, cell.nodes)
     preflight.check(nodes, stack, [cell])
     proc = launch.prepare(cell, "overhead", nodes, stack, shards)[0]  # node 1, rank 0
@@ -63,7 +64,8 @@ def run_module(cell, nodes, stack, module, *args):
     command = ("cd %s && %s PYTHONPATH=%s %s%s -m %s cell.json %s"
                % (shlex.quote(proc.out_dir), " ".join(
                    "%s=%s" % (k, shlex.quote(str(v))) for k, v in sorted(variables.items())),
-                  shlex.quote(node.path(node.host.workdir) + "/code"), pin,
+                  shlex.quote(":".join([node.path(node.host.workdir) + "/code"]
+                                       + ([extra_path] if extra_path else []))), pin,
                   shlex.quote(python), module, " ".join(str(int(a)) for a in args)))
     out = node.run(command).stdout
     return json.loads(out.strip().splitlines()[-1])

@@ -4,6 +4,9 @@ node 1: one process, the node's threads, a full SGD-momentum step on one fixed b
 interleaved rounds (bench/common/reference.py). A benchmark that prints figures. Goal: every
 network within GOAL of its reference, or the difference explained (docs/methodology.md,
 "Networks against their frameworks' own")."""
+import hashlib
+import shlex
+
 import registry
 
 from harness.nodes import inventory, access as nodes_mod, stacks
@@ -29,9 +32,29 @@ def run(inventory_name, stack_name, rounds=6, steps=5, frameworks=None, networks
                   % (stack.name, framework + " " + network, rounds, steps, nodes[0].name),
                   flush=True)
             rows.append(dict(run_module(cell, nodes, stack, "bench.common.reference", rounds,
-                                        steps), stack=stack.name))
+                                        steps, extra_path=references(nodes[0], stack,
+                                                                     framework)),
+                             stack=stack.name))
     print("\n".join(table(rows)))
     return rows
+
+
+def references(node, stack, framework):
+    """The packages a stack names for this check only (`references:`, e.g. torchvision beside
+    torch 1.7.1), installed once on the node into a folder of their own with --no-deps and put
+    on this check's PYTHONPATH: the timed env stays exactly as provisioned. None: none named."""
+    env = stack.env(framework)
+    if not env.references:
+        return None
+    digest = hashlib.sha1(" ".join(env.references).encode()).hexdigest()[:8]
+    folder = "%s/references/%s-%s" % (node.path(node.host.workdir), env.dirname, digest)
+    python = env.python(node.path(node.host.env_root))
+    q = shlex.quote
+    node.run("test -f %s/.done || { %s -m pip install -q --no-deps --target %s %s && "
+             "touch %s/.done; }" % (q(folder), q(python), q(folder),
+                                    " ".join(q(p) for p in env.references), q(folder)),
+             timeout=1800)
+    return folder
 
 
 def table(rows):

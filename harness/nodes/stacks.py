@@ -26,6 +26,7 @@ class FrameworkEnv:
     pip_args: str
     dirname: str  # under the node's env_root; changes whenever the pins change
     environment: dict = None  # variables the launch scripts export for this framework
+    references: list = None  # packages only invoke reference-check imports (not in the env)
 
     def python(self, env_root):
         return "%s/%s/bin/python" % (env_root.rstrip("/"), self.dirname)
@@ -158,7 +159,8 @@ def _env(path, stack_name, python, framework, spec, python_version=""):
     return FrameworkEnv(framework=framework, module=spec["import"], packages=packages,
                         pip_args=str(spec.get("pip_args") or ""),
                         dirname="%s-%s-%s" % (stack_name, framework, digest.hexdigest()[:8]),
-                        environment=_environment(path, framework, spec))
+                        environment=_environment(path, framework, spec),
+                        references=[str(p) for p in spec.get("references") or []])
 
 
 def _environment(path, framework, spec):
