@@ -103,18 +103,34 @@ def run(inventory_name, stack_name, profile, results, benchmarks=None, claim_ids
     runs = Path(results) / "explain-runs"
     print_plan(plan)
     check_stacks(plan, inv)
-    started = time.time()
+    started, todo = time.time(), unmeasured(plan, runs, range(repeats))
     for round_ in range(repeats):
         run_round(plan, inventory_name, runs, round_)
         if round_ == 0:
             fall_back(plan, inventory_name, runs)
-        spent = time.time() - started
-        print("explain: round %d/%d done after %.0f s; ETA %.0f s more (the rounds so far's "
-              "mean)" % (round_ + 1, repeats, spent, spent / (round_ + 1) * (repeats - round_ - 1)),
-              flush=True)
+        print_eta(time.time() - started, todo - unmeasured(plan, runs, range(repeats)),
+                  unmeasured(plan, runs, range(round_ + 1, repeats)), round_, repeats)
     from analysis import explain as analysis
     out = Path(results) / ("explain-%s" % collect.new_run_id())
     return analysis.build(plan, runs, out)
+
+
+def unmeasured(plan, runs, rounds):
+    """How many cells of these rounds are still pending (a cell an earlier explain measured
+    costs nothing: the ETA counts only what is left to run)."""
+    rounds, count = set(rounds), 0
+    for stack, cells in plan.by_stack().items():
+        folder = RunFolder(runs / plan.run_id(stack))
+        count += sum(1 for c in cells if c.repeat in rounds and (
+            not folder.exists() or folder.status(c.id)["status"] == "pending"))
+    return count
+
+
+def print_eta(spent, ran, left, round_, repeats):
+    each = spent / ran if ran else 0.0
+    print("explain: round %d/%d done after %.0f s (%d cell(s) run, %.0f s each); %d cell(s) "
+          "left, ETA %.0f s" % (round_ + 1, repeats, spent, ran, each, left, each * left),
+          flush=True)
 
 
 def print_plan(plan):

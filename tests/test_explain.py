@@ -167,6 +167,24 @@ def test_the_main_report_shows_what_moves_each_claim(tmp_path):
     assert "versions paper-py39 -> current moves it most: x0.40" in text
 
 
+def test_the_eta_counts_only_cells_left_to_run(tmp_path, capsys):
+    from types import SimpleNamespace
+    from harness import explain as harness_explain
+    from harness.results.runfolder import CellStatus, RunFolder, write_json
+    cells = [SimpleNamespace(id="c%d" % r, repeat=r) for r in range(3)]
+    plan = SimpleNamespace(by_stack=lambda: {"a": cells, "b": cells[:1]},
+                           run_id=lambda stack: "run-" + stack)
+    folder = RunFolder(tmp_path / "run-a")
+    (tmp_path / "run-a").mkdir()
+    write_json(tmp_path / "run-a" / "manifest.json", {"cells": []})
+    folder.save_status(CellStatus("c0", status="succeeded"), 0.0)  # reused: costs nothing
+    # run-b does not exist yet: its cell is left to run
+    assert harness_explain.unmeasured(plan, tmp_path, range(3)) == 3
+    assert harness_explain.unmeasured(plan, tmp_path, range(1, 3)) == 2
+    harness_explain.print_eta(120.0, 2, 3, 0, 3)
+    assert "2 cell(s) run, 60 s each); 3 cell(s) left, ETA 180 s" in capsys.readouterr().out
+
+
 def test_a_process_records_the_variables_it_was_given_and_nothing_else(monkeypatch):
     # the controller's environment reaches local nodes: a prefix would have recorded a token
     from bench.common import runner
