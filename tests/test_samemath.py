@@ -92,6 +92,25 @@ def test_an_async_loss_that_does_not_fall_fails():
     assert not found["ok"] and not found["asynchronous"][0]["falls"]
 
 
+def test_an_async_loss_that_falls_with_a_spike_at_its_end_falls():
+    # TensorFlow-async's ResNet-18 curve of a real run (paper-py39, 2026-11-24): it falls from
+    # 2.50 to 0.15, then a stale update throws it back to 3.74 in the last steps; its last 5
+    # steps' mean (2.68) said "does not fall", its second half's (1.34) says it does
+    spiky = [2.65, 2.65, 2.42, 2.60, 2.21, 2.32, 2.63, 3.25, 1.53, 1.71, 2.18, 2.71, 1.47, 1.44,
+             1.61, 1.81, 2.01, 2.02, 1.19, 1.13, 1.43, 1.79, 1.98, 2.07, 1.68, 1.62, 1.53, 1.31,
+             1.45, 1.35, 1.88, 1.91, 0.86, 1.71, 1.53, 0.77, 1.58, 1.42, 0.15, 0.14, 0.46, 0.57,
+             0.83, 0.78, 1.67, 1.49, 0.25, 0.28, 0.76, 1.03, 1.88, 1.08, 1.44, 0.85, 1.52, 2.46,
+             3.74, 3.29, 2.20, 1.72]
+    runs = {name: entry("sync", {0: curve()}) for name in SYNC}
+    runs["tensorflow-async"] = entry("async", {0: spiky})
+    (row,) = samemath.compare(runs)["asynchronous"]
+    assert row["first"] == pytest.approx(2.506) and row["last"] == pytest.approx(2.682)
+    assert row["second_half"] == pytest.approx(1.3417, abs=1e-3) and row["falls"]
+    # a curve that rises in its second half still does not fall
+    runs["tensorflow-async"] = entry("async", {0: spiky[:30] + [2.6] * 30})
+    assert not samemath.compare(runs)["asynchronous"][0]["falls"]
+
+
 def growing(values, offset=1e-7, growth=10.0):
     """values with a relative difference of offset x growth**k at step k + 1, capped at 0.5:
     rounding amplified by a fast-falling loss."""
