@@ -380,3 +380,22 @@ def test_a_small_explain_ladder_runs_every_rung_with_its_level(provisioned, tmp_
     # MXNet's cell is the same in every setting: run once
     (run,) = (tmp_path / "explain-runs").iterdir()
     assert len(json.loads((run / "manifest.json").read_text())["cells"]) == 4
+
+
+def test_explain_names_a_stack_that_is_not_provisioned_before_any_cell_runs(provisioned,
+                                                                             tmp_path):
+    # a stack whose envs were never built (a pin no node has), as a release stack of a ladder
+    # is until provisioned
+    from harness.paths import STACKS
+    stack = tmp_path / "unbuilt.yml"
+    stack.write_text((STACKS / "current.yml").read_text().replace(
+        "psutil==7.2.2", "psutil==7.2.1").replace("name: current", "name: unbuilt"))
+    out = invoke("explain", "--stack", str(stack), "--benchmarks", "lenet5-cifar10",
+                 "--claims", "tf_sync_vs_mxnet_sync", "--factors", "tf_input_cache",
+                 "--profile", "smoke", "--repeats", "1", "--results", str(tmp_path),
+                 check=False)
+    assert out.returncode != 0
+    said = out.stderr + out.stdout
+    assert "stack %s is not ready for the ladder" % stack in said, said
+    assert "invoke provision --inventory local --stack %s" % stack in said
+    assert not (tmp_path / "explain-runs").exists()  # nothing ran, nothing half-written
