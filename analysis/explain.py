@@ -273,8 +273,9 @@ def waterfall(row, out_stem):
     steps.append({"rung": "interaction", "value": row["interaction"]
                   if _finite(row["interaction"]) else 1.0})
     paper = row.get("paper")
-    labels = (["paper"] if paper else []) + ["2021 here"] + [e["rung"] for e in steps] + \
-        ["today"]
+    labels = (["paper"] if paper else []) + ["2021 here"] + [
+        e["rung"] + (" (from today)" if e.get("side") == "from today" else "") for e in steps] \
+        + ["today"]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels) + 1), 4))
     x = 0
     if paper:
