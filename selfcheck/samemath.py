@@ -306,14 +306,16 @@ def table(found):
         lines.append("| %s | %s | %s | %s | %.1e | %s %.1e | %s |" % (
             " / ".join(p["systems"]), at[0], at[1], at[2], max(d) if d else float("nan"),
             worst[0], worst[1], "agree" if p["ok"] else "PART"))
-    lines += ["", "| system | loaded weights | loss first %d steps | last %d | synchronous "
-              "last %d | falls |" % (WINDOW, WINDOW, WINDOW), "|---|---|---|---|---|---|"]
+    lines += ["", "| system | loaded weights | loss first %d steps | second half | last %d | "
+              "synchronous last %d | falls (second half < %.1fx first) |"
+              % (WINDOW, WINDOW, WINDOW, FALLS), "|---|---|---|---|---|---|---|"]
     asynchronous = {r["system"]: r for r in found["asynchronous"]}
     for row in found["loaded"]:
         a = asynchronous.get(row["system"])
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             row["system"], "bit for bit" if row["ok"] else "differ from %s" % row["first_layer"],
-            "%.4f" % a["first"] if a else "", "%.4f" % a["last"] if a else "",
+            "%.4f" % a["first"] if a else "", "%.4f" % a["second_half"] if a else "",
+            "%.4f" % a["last"] if a else "",
             "%.4f (%+.1f%%)" % (a["sync_last"], 100 * a["from_sync"]) if a and a["from_sync"]
             is not None else "", ("yes" if a["falls"] else "NO") if a else ""))
     lines += floor_lines(found.get("noise"))
