@@ -9,6 +9,7 @@ import shlex
 
 import registry
 
+from harness.errors import UserError
 from harness.nodes import inventory, access as nodes_mod, stacks
 from harness.plan import matrix
 from selfcheck.overhead import FRAMEWORK_SYSTEM, run_module
@@ -31,12 +32,22 @@ def run(inventory_name, stack_name, rounds=6, steps=5, frameworks=None, networks
             print("%s %s: %d rounds of %d steps of each model on %s ..."
                   % (stack.name, framework + " " + network, rounds, steps, nodes[0].name),
                   flush=True)
-            rows.append(dict(run_module(cell, nodes, stack, "bench.common.reference", rounds,
-                                        steps, extra_path=references(nodes[0], stack,
-                                                                     framework)),
+            rows.append(dict(measure(cell, nodes, stack, framework, rounds, steps),
                              stack=stack.name))
     print("\n".join(table(rows)))
     return rows
+
+
+def measure(cell, nodes, stack, framework, rounds, steps):
+    """One row; a process that fails is a row that says why, and the other rows still run
+    and print (nothing measured is lost to one crash)."""
+    try:
+        return run_module(cell, nodes, stack, "bench.common.reference", rounds, steps,
+                          extra_path=references(nodes[0], stack, framework))
+    except UserError as error:
+        print("  failed: %s" % error.cause.splitlines()[0][:300], flush=True)
+        return {"framework": framework, "network": cell.network,
+                "missing": "failed: %s" % error.cause.strip().splitlines()[-1][:200]}
 
 
 def references(node, stack, framework):

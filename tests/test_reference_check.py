@@ -41,3 +41,21 @@ def test_references_do_not_change_the_envs_name_and_none_means_nothing_to_instal
     assert stacks.load(str(path)).env("pytorch").dirname == plain.env("pytorch").dirname
     node = Node()
     assert reference.references(node, plain, "pytorch") is None and node.commands == []
+
+
+def test_a_process_that_fails_is_a_row_that_says_why_and_the_others_are_kept(monkeypatch):
+    from harness.errors import UserError
+    def crashes(*args, **kwargs):
+        raise UserError("node1: command failed (exit -11): python -m bench.common.reference\n"
+                        "Segmentation fault")
+    monkeypatch.setattr(reference, "run_module", crashes)
+    monkeypatch.setattr(reference, "references", lambda *a: None)
+    cell = SimpleNamespace(network="resnet18")
+    row = dict(reference.measure(cell, [Node()], None, "pytorch", 6, 5), stack="paper-py39")
+    assert row["missing"] == "failed: Segmentation fault"
+    ok = {"stack": "paper-py39", "framework": "mxnet", "network": "resnet18",
+          "reference": "gluon", "median": {"package": 0.3, "reference": 0.3},
+          "ratio": {"median": 1.0, "low": 0.99, "high": 1.01}}
+    lines = reference.table([ok, row])
+    assert "| paper-py39 | pytorch | resnet18 | - | - | - | - | none: failed: Segmentation " \
+        "fault |" in lines and any("| 1.000 (0.990-1.010) | yes |" in l for l in lines)

@@ -9,6 +9,7 @@ there is none. Each framework's bench/<framework>/reference.py supplies the two 
 """
 import importlib
 import json
+import os
 import sys
 import time
 
@@ -48,3 +49,7 @@ def main(argv):
 
 if __name__ == "__main__":
     main(sys.argv)
+    # The line is out: leave without the interpreter's teardown, where torch 1.7.1 with
+    # torchvision 0.8.2 loaded died of SIGSEGV after printing (exit 139, every time here)
+    sys.stdout.flush()
+    os._exit(0)
