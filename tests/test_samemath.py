@@ -106,6 +106,10 @@ def test_an_async_loss_that_falls_with_a_spike_at_its_end_falls():
     (row,) = samemath.compare(runs)["asynchronous"]
     assert row["first"] == pytest.approx(2.506) and row["last"] == pytest.approx(2.682)
     assert row["second_half"] == pytest.approx(1.3417, abs=1e-3) and row["falls"]
+    # a slow fall that only its last steps show (LeNet-5's in 30 steps) falls too
+    runs["tensorflow-async"] = entry("async", {0: [2.3] * 15 + [2.2] * 10 + [1.95] * 5})
+    (row,) = samemath.compare(runs)["asynchronous"]
+    assert row["second_half"] > 0.9 * row["first"] and row["falls"]
     # a curve that rises in its second half still does not fall
     runs["tensorflow-async"] = entry("async", {0: spiky[:30] + [2.6] * 30})
     assert not samemath.compare(runs)["asynchronous"][0]["falls"]
