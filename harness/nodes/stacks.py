@@ -48,19 +48,24 @@ class Stack:
         return self.envs[framework]
 
 
-RELEASE = re.compile(r"^(?P<base>[A-Za-z0-9_.-]+)\+(?P<framework>[a-z]+)-(?P<release>[0-9][A-Za-z0-9.]*)$")
+RELEASE = re.compile(r"^(?P<base>[A-Za-z0-9_.-]+)\+(?P<framework>[a-z]+)"
+                     r"-(?P<release>[0-9][A-Za-z0-9.]*)$")
 
 
 def load(name_or_path):
     found = RELEASE.match(str(name_or_path))
     if found:
         return release(**found.groupdict())
-    path, data = _read(name_or_path)
+    return _from_file(*_read(name_or_path))
+
+
+def _from_file(path, data, replaced=None):
+    """The stack a file describes; replaced: {framework: spec} put in place of its own."""
     name = data.get("name") or path.stem
     exact = _exact(path, data)
-    envs = {}
-    for framework, spec in (data.get("frameworks") or {}).items():
-        envs[framework] = _env(path, name, data.get("python"), framework, spec or {}, exact)
+    specs = dict(data.get("frameworks") or {}, **(replaced or {}))
+    envs = {framework: _env(path, name, data.get("python"), framework, spec or {}, exact)
+            for framework, spec in specs.items()}
     return Stack(name=name, python=str(data.get("python")), envs=envs,
                  python_source=str(data.get("python_source") or "the OS packages or pyenv"),
                  python_version=str(data.get("python_version") or ""),
@@ -80,17 +85,13 @@ def release(base, framework, release):
                             registry.release_stack(f, str(e["release"]))
                             for f, es in (listed["frameworks"] or {}).items() for e in es))
     path, data = _read(base)
-    stack = load(base)
     spec = dict((data.get("frameworks") or {}).get(framework) or {"import": framework},
                 packages=entries[release]["packages"],
                 environment=entries[release].get("environment") or {})
     spec.pop("pip_args", None)
-    envs = dict(stack.envs)
-    envs[framework] = _env(path, stack.name, data.get("python"), framework, spec,
-                           _exact(path, data))
-    return Stack(name="%s+%s-%s" % (base, framework, release), python=stack.python, envs=envs,
-                 python_source=stack.python_source, python_version=stack.python_version,
-                 debian=stack.debian)
+    stack = _from_file(path, data, {framework: spec})
+    stack.name = "%s+%s-%s" % (base, framework, release)
+    return stack
 
 
 def _read(name_or_path):
