@@ -4,6 +4,7 @@ import time
 import psutil
 
 from harness.nodes import inventory, access as nodes
+from harness.errors import UserError
 from harness.run import launch
 
 
@@ -120,3 +121,45 @@ def test_a_local_poll_reads_in_place_what_the_shell_round_trip_reads(tmp_path):
     fast, shell = both()
     assert not nodes.alive(fast[1]) and not nodes.alive(shell[1])
     assert fast[2].strip() == shell[2].strip() == "0"
+
+
+class Vanishing(nodes.Node):
+    """A host whose kernel answers TCP until `gone_after` s, and whose commands hang."""
+
+    def __init__(self, gone_after):
+        super().__init__(inventory.load("local").hosts[0])
+        self.gone_at = time.monotonic() + gone_after
+        self.dropped = 0
+
+    def answers(self, seconds):
+        return time.monotonic() < self.gone_at
+
+    def drop(self):
+        self.dropped += 1
+
+
+def test_a_bounded_call_gives_up_as_soon_as_the_host_stops_answering_tcp():
+    """A VM destroyed mid-poll: its SSH channel hangs, and a slow node's poll bound is a
+    minute (65 s under TCG); the host's silence on TCP ends the wait within REACH_EVERY of it."""
+    node = Vanishing(gone_after=1.0)
+    began = time.monotonic()
+    try:
+        node.bounded(lambda: time.sleep(60), 65.0, reach=3.0)
+    except nodes.NodeGone as exc:
+        assert "did not answer TCP within 3 s" in str(exc.cause)
+    else:
+        raise AssertionError("no NodeGone")
+    assert time.monotonic() - began < 1.0 + nodes.REACH_EVERY + 0.5 and node.dropped == 1
+
+
+def test_a_bounded_call_on_a_busy_host_that_answers_tcp_waits_its_whole_bound():
+    node = Vanishing(gone_after=3600.0)
+    began = time.monotonic()
+    try:
+        node.bounded(lambda: time.sleep(60), 3.0, reach=3.0)
+    except nodes.NodeGone:
+        raise AssertionError("a host that answers TCP is busy, not gone")
+    except UserError as exc:
+        assert "did not answer within 3 s" in str(exc.cause)
+    assert 2.9 < time.monotonic() - began < 4.0 and node.dropped == 1
+    assert node.bounded(lambda: 7, 3.0, reach=3.0) == 7

@@ -36,6 +36,15 @@ def _stat_state(pid):
     return text.rsplit(")", 1)[1].split()[0]
 
 
+REACH_EVERY = 2.0  # s between two asks of a host's kernel while a bounded call waits
+GONE_FIX = ("check the host and its network; its processes stop themselves when their lease "
+            "runs out")
+
+
+class NodeGone(UserError):
+    """The host's kernel no longer answers TCP: it is down or cut off, not busy."""
+
+
 def alive(state_text):
     """From STATE's output: running, not gone and not a zombie (dead, unreaped)."""
     state = state_text.strip()
@@ -66,10 +75,13 @@ class Node:
                             % (self.name, result.exited, command, result.stderr.strip()[-2000:]))
         return result
 
-    def bounded(self, function, seconds):
+    def bounded(self, function, seconds, reach=None):
         """function(), given up after `seconds`: on a cut link an SSH channel hangs for minutes.
         The connection is dropped then, so the next call reconnects (and fails fast if the
-        host is still cut off)."""
+        host is still cut off). With `reach`, the host's kernel is asked every REACH_EVERY s
+        meanwhile (answers(reach)), and a host that does not answer is given up at once
+        (NodeGone): a slow node's bound is a minute, a destroyed VM's failure must not wait
+        for it."""
         box = {}
 
         def target():
@@ -79,13 +91,17 @@ class Node:
                 box["error"] = exc
         thread = threading.Thread(target=target, daemon=True)
         thread.start()
-        thread.join(seconds)
+        deadline = time.monotonic() + seconds
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(min(REACH_EVERY, deadline - time.monotonic()) if reach else seconds)
+            if thread.is_alive() and reach and not self.answers(reach):
+                self.drop()
+                raise NodeGone("%s did not answer TCP within %.0f s (its link or the host is "
+                               "down)" % (self.name, reach), GONE_FIX)
         if thread.is_alive():
             self.drop()
             raise UserError("%s did not answer within %.0f s (its link or the host is down)"
-                            % (self.name, seconds),
-                            "check the host and its network; its processes stop themselves "
-                            "when their lease runs out")
+                            % (self.name, seconds), GONE_FIX)
         if "error" in box:
             raise box["error"]
         return box.get("value")

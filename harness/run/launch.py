@@ -150,13 +150,17 @@ def write_file(node, path, text):
 def poll(proc, slowness=1.0):
     """Refresh progress, exit code and liveness of one process in one round trip, and renew
     its lease. Liveness is read before rc: a process seen dead has already written its rc, if
-    it ever will. A node that does not answer within POLL_TIMEOUT and whose kernel does not
-    answer TCP within REACH_TIMEOUT (node.answers) is gone, and fails the cell; one that is
-    there but too busy to answer (an emulated VM's CPU) is given SLOW_LIMIT. Both bounds are
-    times the nodes' slowness: a new SSH connection alone takes seconds of an emulated CPU."""
+    it ever will. A node whose kernel stops answering TCP within REACH_TIMEOUT (node.answers,
+    asked every few seconds while the poll waits) is gone, and fails the cell at once; one
+    that is there but too busy to answer within POLL_TIMEOUT (an emulated VM's CPU) is given
+    SLOW_LIMIT. Both bounds are times the nodes' slowness: a new SSH connection alone takes
+    seconds of an emulated CPU."""
     try:
         progress_text, ps_text, rc_text = proc.node.bounded(
-            lambda: proc.node.poll_files(proc.out_dir, proc.pid), POLL_TIMEOUT * slowness)
+            lambda: proc.node.poll_files(proc.out_dir, proc.pid), POLL_TIMEOUT * slowness,
+            reach=REACH_TIMEOUT)
+    except nodes_mod.NodeGone:
+        raise
     except UserError:
         proc.slow_since = proc.slow_since or time.monotonic()
         if not proc.node.answers(REACH_TIMEOUT):
