@@ -161,3 +161,19 @@ def test_synthetic_labels_can_be_learned_from_the_pixels():
                           for c in range(s.classes)])
         guess = np.argmin(((pixels[test, None, :] - means[None]) ** 2).sum(axis=2), axis=1)
         assert (guess == labels[test]).mean() >= least, name
+
+
+def test_the_whole_training_set_goes_only_where_a_framework_provisioned_reads_it(tmp_path,
+                                                                               monkeypatch):
+    """Only asynchronous TensorFlow reads the whole set on every node: provisioning MXNet
+    alone (the VM test) pushes each node's shard and not the set 3x its size."""
+    from harness.nodes import provision
+    (tmp_path / "shards.json").write_text('{"id": "cifar10-synthetic-seed0"}')
+    monkeypatch.setattr(datasets, "prepare", lambda *a, **k: tmp_path)
+
+    def whole_set(frameworks):
+        found = provision.needed_datasets("smoke", 3, progress=None, frameworks=frameworks)
+        assert [d["id"] for d in found] == ["cifar10-synthetic-seed0"]
+        return found[0]["whole_set"]
+    assert whole_set(["mxnet"]) is False and whole_set(["pytorch", "mxnet"]) is False
+    assert whole_set(["tensorflow"]) is True and whole_set(None) is True

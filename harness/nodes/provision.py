@@ -14,6 +14,7 @@ from . import datasets, inventory, stacks
 from ..plan import matrix
 from ..errors import UserError
 from ..paths import BENCH, PLAYBOOKS, REPO, cache_dir
+import registry
 
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 
@@ -39,17 +40,23 @@ def stage_bench():
     return target
 
 
-def needed_datasets(profile, nodes, data=None, archive=None, progress=print, counts=None):
+def needed_datasets(profile, nodes, data=None, archive=None, progress=print, counts=None,
+                    frameworks=None):
     """Shard folders for every dataset the profile's cells read, split for each node count
-    the cells may use (`counts`, default: all the nodes)."""
+    the cells may use (`counts`, default: all the nodes). whole_set: some system-mode of the
+    frameworks provisioned (default: all) reads the whole training set on every node; the
+    others need only their shard (a copy 3x its size saved: a minute into emulated VMs)."""
     cells = matrix.plan(profile, nodes, data=data)
+    whole_set = any(entry.get("reads") == "whole-set" for entry in registry.systems().values()
+                    if not frameworks or entry["framework"] in frameworks)
     found = []
     for dataset, source in sorted({(c.dataset, c.data) for c in cells}):
         for workers in counts or [nodes]:
             folder = datasets.prepare(dataset, source, workers, archive=archive,
                                       progress=progress)
             meta = json.loads((folder / "shards.json").read_text())
-            found.append({"id": meta["id"], "src_dir": str(folder), "workers": workers})
+            found.append({"id": meta["id"], "src_dir": str(folder), "workers": workers,
+                          "whole_set": whole_set})
     return found
 
 
@@ -73,7 +80,8 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
                        for e in stack.envs.values()
                        if not frameworks or e.framework in frameworks],
         "bench_archive": str(stage_bench()),
-        "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
+        "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts,
+                                    frameworks=frameworks),
     }
 
 
