@@ -207,7 +207,7 @@ def setup_section(bed):
                  m["memory_mb"] or "?"] + ([ACCELERATORS.get(accelerator, accelerator)]
                                            if accelerator else [])
                 for m in bed["machines"]]
-    versions = ["%s: %s (paper %s)" % (k, "/".join(v["run"]) or "?", v["paper"])
+    versions = ["%s: %s (paper %s)" % (k, "/".join(v["run"]) or "not provisioned", v["paper"])
                 for k, v in sorted(bed["versions"].items())]
     steps = ", ".join(("%d-%d epochs x %d = up to %d" % (s["epochs"], s["max_epochs"],
                                                           s["steps_per_epoch"], s["steps"])

@@ -150,8 +150,9 @@ def _link(manifest):
         return {"kind": "shaped", "mbit": rates,
                 "text": "emulated links shaped to %s Mbit/s (tc tbf)"
                         % ", ".join("%g" % r for r in rates)}
-    speeds = sorted({(facts.get(h["name"]) or {}).get("link_speed_mbit") for h in hosts}
-                    - {None})
+    # the kernel says -1 where a NIC reports no speed (virtio in a VM): not reported
+    speeds = sorted({s for s in ((facts.get(h["name"]) or {}).get("link_speed_mbit")
+                                 for h in hosts) if s is not None and s > 0})
     names = sorted({str(h.get("cluster_interface") or "?") for h in hosts})
     return {"kind": "interface", "mbit": speeds,
             "text": "interface %s, %s" % (", ".join(names), "%s Mbit/s" % ", ".join(
@@ -246,9 +247,10 @@ def _release(version):
 
 
 def _version_deviations(setup, paper, add):
-    differ = ["%s %s" % (name, "/".join(v["run"]) or "?") for name, v in
+    # a framework the nodes do not have ran nothing here: no deviation of this run's
+    differ = ["%s %s" % (name, "/".join(v["run"])) for name, v in
               sorted(setup["versions"].items())
-              if sorted({_release(r) for r in v["run"]}) != [v["paper"]]]
+              if v["run"] and sorted({_release(r) for r in v["run"]}) != [v["paper"]]]
     if differ:
         add("versions", "%s (paper: %s)" % (", ".join(differ), ", ".join(
             "%s %s" % kv for kv in sorted(paper["versions"].items()))))

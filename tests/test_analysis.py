@@ -518,3 +518,28 @@ def test_the_setup_says_whether_the_same_math_check_passed_for_the_stack():
                                               "on w: mxnet-sync "
                                               "parts from pytorch-sync at step 2, layer "
                                               "conv1.weight (run r)")
+
+
+def test_a_link_whose_speed_the_kernel_does_not_know_says_so():
+    """A VM's virtio NIC reports speed -1: the setup said "eth0, -1 Mbit/s"."""
+    def link(speeds):
+        manifest = {"inventory": {"hosts": [{"name": "node%d" % i, "cluster_interface": "eth0"}
+                                            for i in range(len(speeds))]},
+                    "host_facts": {"node%d" % i: {"link_speed_mbit": s}
+                                   for i, s in enumerate(speeds)}}
+        return testbed.describe(manifest)["link"]["text"]
+    assert link([-1, -1, -1]) == "interface eth0, speed not reported"
+    assert link([None, -1]) == "interface eth0, speed not reported"
+    assert link([1000, -1, 1000]) == "interface eth0, 1000 Mbit/s"
+
+
+def test_a_framework_the_nodes_do_not_have_is_no_version_deviation():
+    """A run of MXNet alone on the paper's MXNet (the VM test): TensorFlow and PyTorch were
+    never provisioned, which the setup said as "tensorflow ?, torch ?" deviations."""
+    def versions(mxnet):
+        manifest = {"installed": {"node1": {"mxnet": {"python": "3.9.2",
+                                                      "packages": {"mxnet": mxnet}}}}}
+        return {d["key"]: d["text"] for d in testbed.describe(manifest)["deviations"]}.get(
+            "versions")
+    assert versions("1.7.0.post2") is None
+    assert versions("1.9.1").startswith("mxnet 1.9.1 (paper: ")
