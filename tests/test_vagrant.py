@@ -2,6 +2,7 @@
 are brought up, the inventory written from it. `vagrant` is replaced here by recorded output;
 the VMs themselves are booted for real in tests/test_vms.py."""
 import json
+import os
 import re
 
 import pytest
@@ -238,3 +239,29 @@ def test_only_a_probed_accelerator_is_reused(monkeypatch, tmp_path):
                                                       why="KVM failed", probed=True)))
     assert vagrant.known_accelerator("b1") == ("qemu", "KVM failed")
     assert vagrant.known_accelerator("b2") is None
+
+
+def test_a_second_setup_in_one_process_keeps_the_probed_accelerator(monkeypatch, tmp_path):
+    """vm-bench sets the machine up, then prepares the inventory, which sets it up again: the
+    second call took the variables the first had exported for the Vagrantfile for the user's
+    own, and recorded "qemu (DLBENCH_VM_DRIVER)" instead of why KVM was given up."""
+    monkeypatch.setattr(vagrant, "STATE", tmp_path)
+    monkeypatch.setattr(vagrant, "_SET_HERE", {})
+    # machine_setup exports to the environment: a copy, or the VM test would inherit box-x
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items()
+                                        if k not in vagrant.DEFAULTS})
+    monkeypatch.setattr(vagrant, "provider", lambda: "libvirt")
+    monkeypatch.setattr(vagrant.libvirt, "ensure", lambda progress: None)
+    monkeypatch.setattr(vagrant.libvirt, "FILES", tmp_path)
+    monkeypatch.setattr(vagrant.vmbox, "ensure", lambda progress: ("box-x", tmp_path))
+    monkeypatch.setattr(vagrant.libvirt, "readable_copies", lambda files: files)
+    probes = []
+    monkeypatch.setattr(vagrant.libvirt, "accelerator",
+                        lambda kernel: probes.append(kernel) or ("qemu", "KVM failed: MSR"))
+    first = vagrant.machine_setup(progress=lambda *a: None)
+    second = vagrant.machine_setup(progress=lambda *a: None)
+    assert first == second == {"provider": "libvirt", "box": "box-x", "accelerator": "qemu",
+                               "why": "KVM failed: MSR", "probed": True}
+    assert len(probes) == 1 and vagrant.vm_record() == first  # the second reused the probe
+    monkeypatch.setenv("DLBENCH_VM_DRIVER", "kvm")  # the user's own choice still wins
+    assert vagrant.machine_setup(progress=lambda *a: None)["why"] == "DLBENCH_VM_DRIVER"

@@ -58,34 +58,48 @@ def provider():
                     libvirt.INSTALL + " (Debian), or install VirtualBox")
 
 
+# What machine_setup put in this process's environment for the Vagrantfile: a second call
+# (vm-bench sets up, then prepares) must not take it for the user's own choice.
+_SET_HERE = {}
+
+
+def _asked(name):
+    """The user's setting of `name`, not one machine_setup made."""
+    value = os.environ.get(name)
+    return value if value and _SET_HERE.get(name) != value else None
+
+
+def _export(values):
+    os.environ.update(values)
+    _SET_HERE.update(values)
+
+
 def machine_setup(progress=print):
     """Everything the VMs need before `vagrant up`, recorded in STATE/vm.json and passed to
     the Vagrantfile through the environment: libvirt running, the box, the accelerator."""
     chosen = provider()
     os.environ["VAGRANT_DEFAULT_PROVIDER"] = chosen
-    record = {"provider": chosen, "box": os.environ.get("DLBENCH_VM_BOX") or CLOUD_BOX}
+    record = {"provider": chosen, "box": _asked("DLBENCH_VM_BOX") or CLOUD_BOX}
     if chosen == "libvirt":
         libvirt.ensure(progress)
-        if not os.environ.get("DLBENCH_VM_BOX"):
+        if not _asked("DLBENCH_VM_BOX"):
             record["box"], folder = vmbox.ensure(progress)
             kernel, initrd = libvirt.readable_copies(vmbox.kernel_files(folder))
-            os.environ.update({"DLBENCH_VM_KERNEL": str(kernel),
-                               "DLBENCH_VM_INITRD": str(initrd),
-                               "DLBENCH_VM_CMDLINE": vmbox.RECIPE["cmdline"]})
+            _export({"DLBENCH_VM_KERNEL": str(kernel), "DLBENCH_VM_INITRD": str(initrd),
+                     "DLBENCH_VM_CMDLINE": vmbox.RECIPE["cmdline"]})
             record["accelerator"], record["why"] = known_accelerator(record["box"]) or \
                 libvirt.accelerator(kernel)
             record["probed"] = True  # the only choice known_accelerator may reuse
         else:
             record["accelerator"], record["why"] = "kvm", "box %s (no kernel to probe)" \
                 % record["box"]
-        if os.environ.get("DLBENCH_VM_DRIVER"):
+        if _asked("DLBENCH_VM_DRIVER"):
             record["accelerator"], record["why"] = os.environ["DLBENCH_VM_DRIVER"], \
                 "DLBENCH_VM_DRIVER"
         console = libvirt.FILES / "console"
         console.mkdir(parents=True, exist_ok=True)
-        os.environ.update({"DLBENCH_VM_BOX": record["box"],
-                           "DLBENCH_VM_DRIVER": record["accelerator"],
-                           "DLBENCH_VM_CONSOLE": str(console)})
+        _export({"DLBENCH_VM_BOX": record["box"], "DLBENCH_VM_DRIVER": record["accelerator"],
+                 "DLBENCH_VM_CONSOLE": str(console)})
         progress("accelerator: %s (%s)" % (record["accelerator"], record["why"]))
     STATE.mkdir(parents=True, exist_ok=True)
     (STATE / "vm.json").write_text(json.dumps(record, indent=1))
