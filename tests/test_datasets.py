@@ -170,10 +170,8 @@ def test_the_whole_training_set_goes_only_where_a_framework_provisioned_reads_it
     from harness.nodes import provision
     (tmp_path / "shards.json").write_text('{"id": "cifar10-synthetic-seed0"}')
     monkeypatch.setattr(datasets, "prepare", lambda *a, **k: tmp_path)
-
-    def whole_set(frameworks):
-        found = provision.needed_datasets("smoke", 3, progress=None, frameworks=frameworks)
-        assert [d["id"] for d in found] == ["cifar10-synthetic-seed0"]
-        return found[0]["whole_set"]
+    found = provision.needed_datasets("smoke", 3, progress=None)
+    assert [d["id"] for d in found] == ["cifar10-synthetic-seed0"]
+    whole_set = provision.whole_set_needed
     assert whole_set(["mxnet"]) is False and whole_set(["pytorch", "mxnet"]) is False
     assert whole_set(["tensorflow"]) is True and whole_set(None) is True

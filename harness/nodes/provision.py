@@ -40,24 +40,26 @@ def stage_bench():
     return target
 
 
-def needed_datasets(profile, nodes, data=None, archive=None, progress=print, counts=None,
-                    frameworks=None):
+def needed_datasets(profile, nodes, data=None, archive=None, progress=print, counts=None):
     """Shard folders for every dataset the profile's cells read, split for each node count
-    the cells may use (`counts`, default: all the nodes). whole_set: some system-mode of the
-    frameworks provisioned (default: all) reads the whole training set on every node; the
-    others need only their shard (a copy 3x its size saved: a minute into emulated VMs)."""
+    the cells may use (`counts`, default: all the nodes)."""
     cells = matrix.plan(profile, nodes, data=data)
-    whole_set = any(entry.get("reads") == "whole-set" for entry in registry.systems().values()
-                    if not frameworks or entry["framework"] in frameworks)
     found = []
     for dataset, source in sorted({(c.dataset, c.data) for c in cells}):
         for workers in counts or [nodes]:
             folder = datasets.prepare(dataset, source, workers, archive=archive,
                                       progress=progress)
             meta = json.loads((folder / "shards.json").read_text())
-            found.append({"id": meta["id"], "src_dir": str(folder), "workers": workers,
-                          "whole_set": whole_set})
+            found.append({"id": meta["id"], "src_dir": str(folder), "workers": workers})
     return found
+
+
+def whole_set_needed(frameworks=None):
+    """Whether a system-mode of the frameworks provisioned (default: all) reads the whole
+    training set on every node; the others need only their shard (a copy 3x its size saved:
+    a minute into emulated VMs)."""
+    return any(entry.get("reads") == "whole-set" for entry in registry.systems().values()
+               if not frameworks or entry["framework"] in frameworks)
 
 
 def check_frameworks(stack, frameworks):
@@ -80,8 +82,8 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
                        for e in stack.envs.values()
                        if not frameworks or e.framework in frameworks],
         "bench_archive": str(stage_bench()),
-        "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts,
-                                    frameworks=frameworks),
+        "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
+        "push_whole_set": whole_set_needed(frameworks),
     }
 
 
