@@ -202,8 +202,7 @@ def setup_section(bed):
     paper = bed["paper"]
     accelerator = (bed.get("vm") or {}).get("accelerator")
     machines = [[", ".join(m["nodes"]), m["logical_cpus"] or "?", m["physical_cores"] or "?",
-                 m["threads"], "pinned" if m["pinned"] else "-",
-                 {True: "yes", False: "no", None: "unknown"}[m["shared"]],
+                 m["threads"], "pinned" if m["pinned"] else "-", shared_cell(m),
                  m["memory_mb"] or "?"] + ([ACCELERATORS.get(accelerator, accelerator)]
                                            if accelerator else [])
                 for m in bed["machines"]]
@@ -219,7 +218,9 @@ def setup_section(bed):
                 paper["memory_mb_per_node"])] + (
                  ["layout on this machine: %s" % bed["layout"]] if bed["layout"] else []) + [
              "nodes share cores: %s" % {True: "yes", False: "no", None: "unknown (no host "
-                                        "facts)"}[bed["shares_cores"]],
+                                        "facts)"}[bed["shares_cores"]] + (
+                 " (measured: the contention probe below)" if any(
+                     m.get("measured") for m in bed["machines"]) else ""),
              "link: %s (paper: %s)" % (bed["link"]["text"], paper["link"]),
              "versions: " + "; ".join(versions),
              "Python: %s (paper %s)" % ("/".join(bed["python"]) or "?", paper["python"]),
@@ -256,25 +257,54 @@ def vm_facts(bed):
         vm.get("why", ""))]
 
 
+def shared_cell(machine):
+    """The setup table's "cores shared": yes / no / unknown, and from what."""
+    if machine["shared"] is None:
+        return "unknown"
+    if not machine["shared"]:
+        return "no"
+    if machine.get("inferred_shared"):
+        return "yes (%s threads on %s CPUs)" % (machine["threads"], machine["logical_cpus"])
+    return "yes (measured: contention probe)"
+
+
 def contention_blocks(probe):
-    """The contention probe's figures (harness/run/contention.py): sharing measured."""
+    """The contention probe's figures (harness/run/contention.py): interference between the
+    nodes measured, each node against its own noise."""
     if not probe:
         return [("p", "Contention probe: not run (a run made before it existed): sharing is "
                       "inferred from the inventory and the host facts only.")]
     rows = [[name, "%.0f" % v["alone"], _num(v["together"], "%.0f"),
              "-" if v["loss"] is None else "%+.1f%%" % (-100 * v["loss"]),
+             _probe_range(v), "-" if v.get("noise") is None else "+-%.1f%%" % (100 * v["noise"]),
+             "yes" if v.get("shared") else "no",
              "-" if v["steal"] is None else "%.1f%%" % (100 * v["steal"])]
             for name, v in sorted(probe["nodes"].items())]
-    return [("p", "Contention probe: a fixed CPU kernel with each node's thread budget, under "
-                  "its CPU affinity, %.1f s on each node alone, then on all nodes at once "
-                  "(medians of the rounds, in %s). A node slower by more than %.0f%% with the "
-                  "others running shares cores with them: %s."
-             % (probe["probe_seconds"], probe["unit"], 100 * probe["threshold"],
-                "some do, so the run counts as sharing cores" if probe["shared"]
-                else "none does") + (" Measured %d s before this run, for a run on the same "
-                                     "nodes, and taken again." % probe["reused_after"]
-                                     if probe.get("reused_after") is not None else "")),
-            ("table", ["node", "alone", "all at once", "change", "steal time"], rows)]
+    rule = probe.get("rule") or "shared when a node is slower by more than %.0f%%" % (
+        100 * probe["threshold"])
+    return [("p", "Contention probe: interference between the nodes, measured. A fixed CPU "
+                  "kernel with each node's thread budget, under its CPU affinity, %.1f s on "
+                  "each node alone, then on all nodes at once, %s rounds, each node alone "
+                  "before and after each round (in %s; medians). The change alone against "
+                  "itself is the machine's own noise. Rule: %s. Found: %s.%s%s"
+             % (probe["probe_seconds"], probe.get("rounds") or "several", probe["unit"], rule,
+                "some nodes share cores, so the run counts as sharing cores" if probe["shared"]
+                else "no node shares cores", settled_text(probe),
+                " Measured %d s before this run, for a run on the same nodes, and taken "
+                "again." % probe["reused_after"] if probe.get("reused_after") is not None
+                else "")),
+            ("table", ["node", "alone", "all at once", "change", "change per round",
+                       "alone against itself", "shares cores", "steal time"], rows)]
+
+
+def _probe_range(v):
+    if v.get("loss_low") is None:
+        return "-"
+    return "%+.0f%% to %+.0f%%" % (-100 * v["loss_high"], -100 * v["loss_low"])
+
+
+def settled_text(probe):
+    return " Before it measured, it %s." % probe["settled"] if probe.get("settled") else ""
 
 
 def loading_note(bed):

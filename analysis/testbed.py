@@ -109,10 +109,12 @@ def _machines(nodes):
 
 
 def slowed(probe):
-    """The nodes that lost more than the probe's threshold of their speed with the others
-    running (harness/run/contention.py): they share cores, whatever the inventory says."""
+    """The nodes the contention probe found sharing cores (harness/run/contention.py: a loss
+    beyond its threshold and the node's own noise, round after round); a probe from before
+    that rule (no per-node verdict): a loss beyond the threshold."""
     return sorted(name for name, v in ((probe or {}).get("nodes") or {}).items()
-                  if v.get("loss") is not None and v["loss"] > probe["threshold"])
+                  if v.get("shared", v.get("loss") is not None and
+                           v["loss"] > probe["threshold"]))
 
 
 def _apply_probe(machines, probe):
@@ -122,6 +124,7 @@ def _apply_probe(machines, probe):
         return
     losing = set(slowed(probe))
     for m in machines:
+        m["inferred_shared"] = bool(m["shared"])
         m["measured"] = bool(losing & set(m["nodes"]))
         if m["measured"]:
             m["shared"] = True
@@ -213,11 +216,7 @@ def deviations(setup, paper):
             "fast it is" % vm.get("why", "KVM not usable"))
     losing = slowed(setup.get("contention"))
     if losing:
-        probe = setup["contention"]
-        add("shared_cores", "the contention probe: %s lost %s of its speed with the other "
-            "nodes running (more than %.0f%%): the nodes share cores, whatever the inventory "
-            "says" % (", ".join(losing), "/".join("%.0f%%" % (100 * probe["nodes"][n]["loss"])
-                                                   for n in losing), 100 * probe["threshold"]))
+        add("shared_cores", probe_sharing_text(setup, losing))
     for m in setup["machines"]:
         if m["shared"] and not m.get("measured"):
             add("shared_cores", "nodes %s share one machine's %s logical CPUs with %d compute "
@@ -279,6 +278,21 @@ def caching_note():
     """"TensorFlow caches its input": the frameworks whose input pipeline caches after epoch 1."""
     names = registry.caching_frameworks()
     return "%s cache%s its input" % (" and ".join(names), "" if len(names) > 1 else "s")
+
+
+def probe_sharing_text(setup, losing):
+    """The deviation the probe found: what it measured, and where the inventory gives the
+    nodes CPUs of their own, that it says otherwise (memory bandwidth, a hypervisor that puts
+    two vCPUs on one core, another guest)."""
+    probe = setup["contention"]
+    own = [m for m in setup["machines"] if set(losing) & set(m["nodes"]) and m["pinned"]
+           and not m.get("inferred_shared")]
+    return "the contention probe: %s ran %s slower with the other nodes running (more than " \
+        "%.0f%% beyond its own noise, round after round): the nodes interfere as nodes " \
+        "sharing cores do%s" % (
+            ", ".join(losing), "/".join("%.0f%%" % (100 * probe["nodes"][n]["loss"])
+                                        for n in losing), 100 * probe["threshold"],
+            ", though the inventory gives each node CPUs of its own" if own else "")
 
 
 def flags(setup):

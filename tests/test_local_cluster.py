@@ -283,7 +283,7 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     assert {"link", "data", "steps", "versions"} <= set(manifest["setup"]["deviations"])
     report = (run / "analysis" / "report.md").read_text()
     assert "## The setup beside the paper's" in report and "## Internal consistency" in report
-    assert "Contention probe: a fixed CPU kernel" in report and "layout on this machine" in report
+    assert "Contention probe: interference between the nodes" in report and "layout on this machine" in report
     claims = [l for l in report.splitlines() if l.startswith("| Synchronous: TensorFlow is "
                                                              "slower than PyTorch")]
     assert len(claims) == 1
