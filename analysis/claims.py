@@ -1,14 +1,19 @@
 """The paper's claims (analysis/reference/paper.yml) beside the measured values, each with a
 95% interval and a verdict:
 
-  reproduced      the interval lies inside the paper's value +- tolerance
+  reproduced      the interval lies inside the paper's value x/ (1 + tolerance), a band
+                  symmetric in log space: "2.65x slower" and "0.38x as fast" judged alike
   not reproduced  the interval lies entirely outside it
   inconclusive    the interval straddles a boundary (or the values are below the floor)
   partial (k of n)  a claim averaged over n benchmarks was measured on only k of them
   not comparable  the setup cannot support the claim (nodes sharing cores); value still shown
   not measured    no measurement
 
-Every row names the deviations of the setup from the paper's that bear on it (testbed.py).
+Beside it, for a ratio claim, the direction alone ("TensorFlow slower"): holds, contradicted
+or unclear by the same interval against 1. A claim averaged over benchmarks takes the
+geometric mean of the per-benchmark ratios (the paper does not say how it averaged; the
+arithmetic mean is in the basis). Every row names the deviations of the setup from the
+paper's that bear on it (testbed.py).
 """
 from pathlib import Path
 
@@ -99,30 +104,61 @@ def ratio_claim(claim, values, benchmarks, context, kind):
                     % (floor, ", ".join(b for b in below)))
     ratios = {b: (values[(b, num)]["value"] / values[(b, den)]["value"],
                   values[(b, num)]["boot"] / values[(b, den)]["boot"]) for b in usable}
-    how = claim.get("aggregate", "mean")
-    pick = np.max if how == "max" else np.mean
+    how = claim.get("aggregate", "geometric mean")
+    pick = np.max if how == "max" else geometric_mean
     value = float(pick([r[0] for r in ratios.values()]))
     boot = pick(np.vstack([r[1] for r in ratios.values()]), axis=0)
     low, high = stats.interval(boot)
-    basis = "%s of %s/%s over %d of %d benchmark(s): %s%s" % (
-        how, num, den, len(usable), len(benchmarks),
+    arithmetic = "" if how == "max" or len(ratios) < 2 else \
+        " (arithmetic mean %.2f)" % np.mean([r[0] for r in ratios.values()])
+    basis = "%s of %s/%s over %d of %d benchmark(s)%s: %s%s" % (
+        how, num, den, len(usable), len(benchmarks), arithmetic,
         ", ".join("%s %.2f" % (b, r[0]) for b, r in ratios.items()),
         "; below the floor: " + ", ".join(below) if below else "")
-    found = dict(row, measured=value, low=low, high=high, basis=basis, boot=boot)
+    found = dict(row, measured=value, low=low, high=high, basis=basis, boot=boot,
+                 direction=direction_verdict(low, high, claim["value"]))
     return _judge(found, band_verdict(low, high, claim["value"], tol),
                   len(usable), len(benchmarks))
 
 
+def geometric_mean(values, axis=None):
+    """The mean of ratios that treats x and 1/x alike: exp of the mean log (one ratio: itself,
+    whatever its sign)."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 1:
+        return values[0] if axis is not None else float(values[0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.exp(np.mean(np.log(values), axis=axis))
+
+
+def band(paper, tolerance):
+    """(low, high) of the tolerance band: paper / (1 + tol) to paper x (1 + tol)."""
+    return paper / (1 + tolerance), paper * (1 + tolerance)
+
+
 def band_verdict(low, high, paper, tolerance):
-    """reproduced / not reproduced / inconclusive: the interval against paper x (1 +- tol)."""
+    """reproduced / not reproduced / inconclusive: the interval against the band."""
     if low != low or high != high:
         return "not measured"
-    lo, hi = paper * (1 - tolerance), paper * (1 + tolerance)
+    lo, hi = band(paper, tolerance)
     if lo <= low and high <= hi:
         return "reproduced"
     if high < lo or low > hi:
         return "not reproduced"
     return "inconclusive"
+
+
+def direction_verdict(low, high, paper):
+    """Whether the ratio lies on the paper's side of 1 (the numerator slower where the paper's
+    value is over 1): holds, contradicted, or unclear (the interval holds 1)."""
+    if low != low or high != high or paper == 1:
+        return ""
+    above = paper > 1
+    if (low > 1) if above else (high < 1):
+        return "holds"
+    if (high < 1) if above else (low > 1):
+        return "contradicted"
+    return "unclear"
 
 
 def _judge(row, verdict, measured, of):

@@ -56,7 +56,8 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += setup_section(bed)
     main = tidy.reference_groups(groups)  # the paper's network setting
     moved = explain.moves(run_path)
-    claim_blocks, summary["verdicts"] = claims_section(main, bed, moved)
+    claim_blocks, summary["verdicts"] = claims_section(main, bed, moved,
+                                                       manifest.get("profile"))
     blocks += claim_blocks
     summary["layout"] = bed["layout"]
     summary["against_paper"] = [d["text"] for d in bed["deviations"]
@@ -151,39 +152,85 @@ def operators_section(out, records, ops, table, planned, figure, bed=None, moved
     return blocks + [("h3", "The paper's operator claims")] + claims_table(rows, moved)
 
 
-CLAIM_HEADER = ["claim", "section", "paper", "measured", "95% interval", "tolerance",
-                "verdict", "deviations that bear on it", "basis"]
+CLAIM_HEADER = ["claim", "section", "paper", "measured", "95% interval", "tolerance band",
+                "verdict", "direction", "deviations that bear on it", "basis"]
 
 
-def claims_table(rows, moved=None):
+def claims_table(rows, moved=None, stamp=""):
     """moved: claim id -> what moves it most (an explain result in the run's folder), shown as
-    a column where there is one."""
+    a column where there is one; stamp: what every verdict is (", indicative")."""
     moved = moved or {}
     extra = ["what moves it (invoke explain)"] if any(c["id"] in moved for c in rows) else []
     return [("table", CLAIM_HEADER + extra,
              [[c["text"], c["section"], _fmt(c["paper"]), _fmt(c["measured"]), _interval(c),
-               "" if c["tolerance"] is None else "%d%%" % round(100 * c["tolerance"]),
-               c["verdict"], c["deviations"] or "none", c.get("basis", "")]
+               _band(c), c["verdict"] + (stamp if judged(c) else ""),
+               c.get("direction") or "", c["deviations"] or "none", c.get("basis", "")]
               + ([moved.get(c["id"], "")] if extra else []) for c in rows])]
 
 
-def claims_section(groups, bed, moved=None):
+def _band(row):
+    """The tolerance band as numbers ("2.12 - 3.31 (x/ 1.25)"), or "" for an order claim."""
+    if row["tolerance"] is None or not isinstance(row["paper"], (int, float)):
+        return ""
+    low, high = claims.band(row["paper"], row["tolerance"])
+    return "%.2f - %.2f (x/ %.2f)" % (low, high, 1 + row["tolerance"])
+
+
+def judged(row):
+    """Whether a claim got a verdict from its interval (not 'not comparable', 'not
+    measured')."""
+    return row["verdict"].split(" (")[0] in ("reproduced", "not reproduced", "inconclusive",
+                                              "partial")
+
+
+def evidence_notes(rows, groups, profile):
+    """What the verdicts rest on: the smoke profile checks the machinery; one repeat leaves
+    run-to-run variation unmeasured; n claims at 95% each. (notes, stamp for each verdict)."""
+    notes, stamp = [], ""
+    if profile == "smoke":
+        notes.append("**The smoke profile checks the machinery; it is not a measurement.** "
+                     "A dozen steps per cell: the verdicts below show that every part runs "
+                     "and is judged, not what the frameworks do (`--profile verdict`).")
+    repeats = int(groups.repeats.max()) if len(groups) and "repeats" in groups else 0
+    if repeats == 1:
+        stamp = ", indicative"
+        notes.append("**One repeat per cell: run-to-run variation was not measured.** The "
+                     "intervals cover the variation between the steps of one run only; two "
+                     "runs of one cell minutes apart have differed by more. Every verdict is "
+                     "indicative (`--repeats 3`, the verdict profile's default, measures it).")
+    count = sum(1 for r in rows if judged(r))
+    if count:
+        notes.append("%d claims are judged, each at 95%%: even if the intervals were exact, "
+                     "about %.1f of them would fall outside by chance alone." % (
+                         count, 0.05 * count))
+    return notes, stamp
+
+
+def claims_section(groups, bed, moved=None, profile=None):
     rows = claims.evaluate(groups, testbed=bed)
     counts = {}
     for c in rows:
         word = c["verdict"].split(" (")[0]
         counts[word] = counts.get(word, 0) + 1
     tally = ", ".join("%d %s" % (n, w) for w, n in sorted(counts.items()))
+    notes, stamp = evidence_notes(rows, groups, profile)
     return [("h2", "The paper's claims"),
             ("p", "Paper values from `analysis/reference/paper.yml`. Every time is the "
                   "paper-scale execution time: start-up + the steady step x the paper's "
                   "remaining steps (Table IV: 3,960 per worker), measured where a run made "
-                  "them. Intervals: 95%%, a block bootstrap over each cell's measured steps and "
-                  "over repeats. Verdicts: reproduced (interval inside the tolerance band), "
+                  "them. Intervals: 95%%; with repeats, what one more run would show (a Student t "
+                  "prediction over the repeats, on the log scale); with one, a block bootstrap "
+                  "over the run's steps only. Tolerance band: the paper's value divided or multiplied by "
+                  "1 + tolerance, symmetric in log space, so that a ratio and its inverse are "
+                  "judged alike. A claim averaged over benchmarks: the geometric mean of their "
+                  "ratios (the paper does not say how it averaged; the arithmetic mean is in "
+                  "the basis). Verdicts: reproduced (interval inside the band), "
                   "not reproduced (entirely outside), inconclusive (straddles), partial (k of "
                   "n benchmarks), not comparable (the setup cannot support it; the value is "
-                  "still shown), not measured. Deviations: the section above. %s." % tally)
-            ] + claims_table(rows, moved), tally
+                  "still shown), not measured. Direction: whether the interval lies on the "
+                  "paper's side of 1 (holds), on the other (contradicted), or holds 1 "
+                  "(unclear), whatever the size. Deviations: the section above. %s." % tally)
+            ] + [("p", n) for n in notes] + claims_table(rows, moved, stamp), tally
 
 
 def _interval(row):

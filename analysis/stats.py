@@ -1,9 +1,10 @@
-"""Intervals for the verdicts: a moving-block bootstrap over each cell's measured steps, and
-over repeats where there are any (docs/methodology.md, "Intervals and verdicts").
+"""Intervals for the verdicts: a moving-block bootstrap over each cell's measured steps, and,
+over repeats, a Student t prediction of one more run (docs/methodology.md, "Intervals and
+verdicts").
 
-Every estimate is carried as an array of REPLICATES bootstrap values, seeded from the cell id,
-so a ratio of two estimates, or a mean over benchmarks, is computed replicate by replicate and
-its interval read from the result's percentiles: the same report every time it is built.
+Every estimate is carried as an array of REPLICATES values, seeded from the cell id, so a
+ratio of two estimates, or a mean over benchmarks, is computed replicate by replicate and its
+interval read from the result's percentiles: the same report every time it is built.
 """
 import math
 import zlib
@@ -41,17 +42,33 @@ def bootstrap_means(samples, rng, replicates=REPLICATES):
     return x[index].mean(axis=1)
 
 
-def over_repeats(replicate_rows, rng):
-    """Combine the replicates of k repeats of one measurement: each replicate draws k repeats
-    with replacement (when k > 1) and averages their replicate values."""
+def over_repeats(replicate_rows, rng, points=None):
+    """What one more run of a measurement would show, from its k repeats (their replicate
+    rows, and their values: points, default the rows' means).
+
+    One repeat: its own replicates, which know only the variation between its steps (the
+    report calls such verdicts indicative). k >= 2: a Student-t prediction of one more run, on
+    the log scale where every value is positive: log(mean) + s x sqrt(1 + 1/k) x T, T drawn
+    from t(k - 1), s the standard deviation of the repeats' logs, and never less than the
+    typical spread of one repeat's own replicates. Why not a bootstrap over the repeats: with
+    3 repeats it has 10 distinct means and (k-1)/k of their spread, far from 95% coverage of
+    what a rerun shows (docs/methodology.md, "Intervals and verdicts")."""
     rows = np.asarray(replicate_rows, dtype=float)
     if rows.ndim == 1:
         rows = rows[None, :]
     k, replicates = rows.shape
     if k == 1:
         return rows[0]
-    pick = rng.integers(0, k, size=(replicates, k))
-    return rows[pick, np.arange(replicates)[:, None]].mean(axis=1)
+    points = np.asarray(points if points is not None else np.nanmean(rows, axis=1), dtype=float)
+    logs = np.all(points > 0)
+    values = np.log(points) if logs else points
+    with np.errstate(invalid="ignore", divide="ignore"):
+        within = np.nanstd(np.log(rows) if logs else rows, axis=1)
+    spread = max(float(np.std(values, ddof=1)), float(np.nanmedian(within)) if np.isfinite(
+        within).any() else 0.0)
+    centre = math.log(points.mean()) if logs else points.mean()
+    draws = centre + spread * math.sqrt(1 + 1.0 / k) * rng.standard_t(k - 1, size=replicates)
+    return np.exp(draws) if logs else draws
 
 
 def interval(replicates):
