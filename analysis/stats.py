@@ -67,7 +67,10 @@ def over_repeats(replicate_rows, rng, points=None):
     spread = max(float(np.std(values, ddof=1)), float(np.nanmedian(within)) if np.isfinite(
         within).any() else 0.0)
     centre = math.log(points.mean()) if logs else points.mean()
-    draws = centre + spread * math.sqrt(1 + 1.0 / k) * rng.standard_t(k - 1, size=replicates)
+    # t(1) (two repeats) is Cauchy: its far tail would overflow exp; clipping it at 100 moves
+    # no percentile an interval reads (its 97.5% point is 12.7)
+    t = np.clip(rng.standard_t(k - 1, size=replicates), -100, 100)
+    draws = centre + spread * math.sqrt(1 + 1.0 / k) * t
     return np.exp(draws) if logs else draws
 
 
