@@ -93,7 +93,8 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                 epochs="override the profile's epochs",
                 steps="override the profile's steps per epoch",
                 timeout="seconds before a cell is stopped (default: from the profile)",
-                repeats="run every cell N times (the analysis shows mean, 95% CI and CV) [1]",
+                repeats="run every cell N times, in one random order (the analysis shows what a "
+                        "rerun would show) [the verdict profile 3, others 1]",
                 nodes="scaling: run each cell on the first k hosts for each k, e.g. 1,2,3 "
                       "(local batch stays 42; provision with the same --nodes)",
                 network="emulated cluster only: run the cells at each link setting, e.g. "
@@ -123,7 +124,7 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
                    systems=systems, epochs=commands.check_positive("epochs", epochs),
                    steps=commands.check_positive("steps", steps), data=data,
                    timeout=commands.check_positive("timeout", timeout),
-                   repeats=commands.check_positive("repeats", repeats) or 1, network=network,
+                   repeats=commands.check_positive("repeats", repeats), network=network,
                    node_counts=nodes, fail_fast=fail_fast, retry_failed=retry_failed,
                    force=force,
                    profile_steps=commands.check_positive("profile-steps", profile_steps, 0),

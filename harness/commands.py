@@ -3,6 +3,7 @@ import json
 import os
 import re
 import time
+import zlib
 from pathlib import Path
 
 from .results import collect
@@ -16,7 +17,7 @@ from .results.runfolder import CellStatus, RunFolder
 
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
           benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
-          repeats=1, network=None, node_counts=None, fail_fast=False, retry_failed=False,
+          repeats=None, network=None, node_counts=None, fail_fast=False, retry_failed=False,
           force=False, profile_steps=None, max_hours=None, partition=None, sbatch=False,
           submit=False, planted="", environment=None, threads=0, round_=None, cells=None):
     """partition, sbatch, submit: --inventory slurm from outside an allocation
@@ -50,15 +51,16 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, opt
     nodes = nodes_mod.connect_all(inv)
     path = Path(results) / run_id if run_id else None
     resuming = path is not None and RunFolder(path).exists()  # a dry run shows the resume
+    run_id = run_id or collect.new_run_id()
     if resuming:
         cells, todo = resume.plan(path, options, retry_failed, force)
     else:
         networks = links.check(inv, options["network"])
+        options = dict(options, order_seed=zlib.crc32(run_id.encode()))  # in the manifest
         cells = options.get("cells") or plan_cells(profile, len(inv.hosts), options, networks)
         todo = cells
     if options.get("round") is not None:
         todo = [cell for cell in todo if cell.repeat == options["round"]]
-    run_id = run_id or collect.new_run_id()
     basis = estimate.history(results, inv.name, stack.name)
     # before this run's probe, the newest probe of the same nodes gives the prior
     expected = estimate.plan_seconds(todo, basis, todo and contention.last_measured(
@@ -89,7 +91,8 @@ def plan_cells(profile, hosts, options, networks=None):
     return matrix.plan(profile, hosts, benchmarks=options["benchmarks"],
                        systems=options["systems"], epochs=options["epochs"],
                        steps=options["steps"], data=options["data"],
-                       repeats=options["repeats"] or 1, networks=networks,
+                       repeats=options["repeats"], networks=networks,
+                       order_seed=options.get("order_seed"),
                        node_counts=provision.node_counts(options["nodes"], hosts),
                        profile_steps=options["profile_steps"],
                        planted=options.get("planted"), environment=options.get("environment"),
@@ -127,7 +130,7 @@ class SlurmRequest:
         args = ["--inventory", self.inventory_name, "--stack", self.stack_name,
                 "--profile", self.profile, "--results", str(self.results.resolve())]
         for name, value in self.options.items():
-            if value in (None, "", False) or (name == "repeats" and value == 1) or \
+            if value in (None, "", False) or name == "order_seed" or \
                     (name in resume.SELECTING + ("repeats",) and not selecting):
                 continue
             args += ["--" + name.replace("_", "-"), str(value)]
@@ -310,7 +313,7 @@ def _dry_run(cells, run_id, nodes, stack, expected):
                  cell.local_batch, cell.data, ", links %s" % cell.link if cell.link else ""))
     print("\n".join(["expected durations (from earlier runs on this inventory and stack, or a "
                      "prior from the newest contention probe of these nodes):"]
-                    + estimate.describe(*expected)))
+                    + estimate.describe(*expected) + repeats_note(cells, expected[1])))
     for cell in cells:
         shards = {"id": datasets.dataset_id(cell.dataset, cell.data),
                   "classes": datasets.spec(cell.dataset).classes,
@@ -318,6 +321,14 @@ def _dry_run(cells, run_id, nodes, stack, expected):
         for proc in launch.prepare(cell, run_id, nodes, stack, shards):
             print("\n# ---- %s: %s ----\n%s" % (cell.id, proc.label, proc.script), end="")
     return {"run_id": run_id, "cells": cells}
+
+
+def repeats_note(cells, total):
+    """A plan of one repeat: what it will not measure, and what 3 repeats would cost."""
+    if not cells or any(cell.repeat for cell in cells):
+        return []
+    return ["1 repeat: run-to-run variation will not be measured, and every verdict will be "
+            "indicative; --repeats 3 would take about %s" % estimate.duration(3 * total)]
 
 
 def collect_run(inventory_name, results, run_id=None):

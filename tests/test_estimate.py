@@ -1,6 +1,7 @@
 """Estimates before a run (harness/plan/estimate.py): an earlier run of the same cell on the same
 inventory and stack, scaled to the planned steps; --max-hours refuses a plan that is too long
 or cannot be told."""
+import dataclasses
 import io
 import json
 
@@ -109,6 +110,8 @@ class _Proc:
 ])
 def test_the_run_eta_says_how_many_later_cells_it_could_not_count(after, expected):
     """40 of 160 steps in 10 s: 30 s left in the cell, then the later cells' estimates."""
-    cell = matrix.plan("verdict", 3, benchmarks="lenet5-cifar10", systems="pytorch-sync")[0]
+    cell = dataclasses.replace(matrix.plan("verdict", 3, benchmarks="lenet5-cifar10",
+                                           systems="pytorch-sync")[0],
+                               steps_per_epoch=40, max_epochs=4)  # up to 160 steps
     display = progress.CellProgress(cell, [], console=Console(file=io.StringIO()), after=after)
     assert display.eta([_Proc(40), _Proc(38)], 10.0) == expected

@@ -239,3 +239,19 @@ def test_a_missing_unknown_or_mistyped_key_is_named(tmp_path):
     assert "missing key 'local_batch'" in str(error.value)
     assert "unknown key 'batch'" in str(error.value)
     assert "key 'lr' is str, expected int or float" in str(error.value)
+
+
+def test_the_verdict_profile_runs_three_repeats_in_one_seeded_random_order():
+    """Independent repeats, every cell of every repeat in one random order drawn from the
+    run's seed (the same seed, the same order: a resumed or audited run can be replayed); 3 x
+    2 x 20 steps, no more than one run of the old ceiling of 4 x 40 (issue 36)."""
+    plan = lambda seed: [c.id for c in matrix.plan(  # noqa: E731
+        "verdict", 3, benchmarks="lenet5-cifar10,resnet18-cifar10", order_seed=seed)]
+    cells = matrix.plan("verdict", 3, benchmarks="lenet5-cifar10,resnet18-cifar10")
+    assert len(cells) == 30 and [c.repeat for c in cells] == [0] * 10 + [1] * 10 + [2] * 10
+    assert plan(7) == plan(7) != plan(8) and sorted(plan(7)) == sorted(c.id for c in cells)
+    assert [c.repeat for c in matrix.plan("verdict", 3, order_seed=7)] != sorted(
+        c.repeat for c in matrix.plan("verdict", 3, order_seed=7))
+    assert 3 * cells[0].total_steps <= 160
+    assert {c.repeat for c in matrix.plan("smoke", 3, order_seed=7)} == {0}
+    assert len(matrix.plan("verdict", 3, repeats=1)) == 30

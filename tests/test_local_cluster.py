@@ -7,6 +7,7 @@ Runs the user's own commands (`invoke provision bench collect analyze`) as subpr
 import json
 import math
 import re
+import zlib
 from pathlib import Path
 
 import psutil
@@ -298,6 +299,10 @@ def test_the_dry_run_prints_each_script_as_the_run_writes_it(provisioned, tmp_pa
     args = ("--systems", "pytorch-sync", "--run", "same", "--results", str(tmp_path))
     printed = invoke("bench", "--dry-run", *args).stdout
     invoke("bench", *args)
+    assert "1 repeat: run-to-run variation will not be measured, and every verdict will be " \
+        "indicative; --repeats 3 would take about" in printed
+    manifest = json.loads((tmp_path / "same" / "manifest.json").read_text())
+    assert manifest["options"]["order_seed"] == zlib.crc32(b"same")  # the order's seed kept
     scripts = printed.split("\n# ---- ")[1:]
     assert len(scripts) == NODES
     for chunk in scripts:
