@@ -400,6 +400,16 @@ def coordinator_note(groups, manifest):
                   "gets beside the workers. Here: " + gaps + ".")]
 
 
+def interference_cell(g):
+    """"2.1% (+0.0%), wait 0.04" or "-" for a run from before it was measured."""
+    others = getattr(g, "others_cpu", math.nan)
+    if others != others:
+        return "-"
+    steal, wait = getattr(g, "steal", math.nan), getattr(g, "runqueue_wait", math.nan)
+    return "%.1f%% (+%.1f%%), wait %s" % (100 * others, 100 * (steal if steal == steal else 0),
+                                         _num(wait, "%.2f"))
+
+
 def execution_section(fig3, groups, manifest=None):
     rows = []
     for g in groups.itertuples():
@@ -411,8 +421,10 @@ def execution_section(fig3, groups, manifest=None):
                      ("projected" if g.projected else "measured")
                      + (", stopped at %s" % g.stop if g.stop else ""),
                      _num(g.cv, "%.1f%%", 100),
-                     "; ".join(f for f in ("CV > 5%" if g.unstable else "", interval_flag(g))
-                               if f)]
+                     "; ".join(f for f in ("CV > 5%" if g.unstable else "", interval_flag(g),
+                                           "%d disturbed, left out" % g.disturbed
+                                           if g.disturbed else "") if f),
+                     interference_cell(g)]
                     + [_num(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
                     + [_num(g.peak_rss_mb, "%.0f")])
     return [("h2", "Execution time (cf. paper Fig. 3)"), ("img", fig3, "Fig. 3: execution time"),
@@ -423,12 +435,17 @@ def execution_section(fig3, groups, manifest=None):
                   + STEADY + " (the paper's " + PAPER + " steps less the first, which is in "
                   "start-up), with "
                   "its 95% interval; CV over repeats; per-step phase means in seconds. Fig. 3 "
-                  "draws the paper-scale time, start-up hatched. Definitions: "
-                  "docs/methodology.md."),
+                  "draws the paper-scale time, start-up hatched. Interference: what else ran "
+                  "on the worst node while the cell did, over every repeat: other programs' "
+                  "share of its CPUs' time (+ steal), and how long the cell's threads waited "
+                  "for a CPU per second they ran; a repeat where other programs and steal "
+                  "took more than 5% of a node's CPUs was run again, and one disturbed again "
+                  "is left out of the verdicts. Definitions: docs/methodology.md."),
             ("table", ["benchmark", "system", "links", "status", "ok/repeats",
                        "measured loop s", "start-up s", "steady s/step", "paper-scale s",
-                       "95% interval", "how", "CV", "flag"] + PHASE_COLUMNS + ["peak RSS MB"],
-             rows)] + coordinator_note(groups, manifest) + [
+                       "95% interval", "how", "CV", "flag",
+                       "interference: others' CPU (+steal), run-queue wait"]
+             + PHASE_COLUMNS + ["peak RSS MB"], rows)] + coordinator_note(groups, manifest) + [
             ("h2", "Breakdown of execution time (cf. paper Figs. 4, 6, 8, 9)"),
             ("p", "Seconds per phase over the paper's run: start-up once, loading, forward and "
                   "backward at their per-step means x " + STEADY + " steps, communication the "
@@ -530,8 +547,16 @@ def failures_section(cells):
               ("list", items) if items else ("p", "None: every planned cell succeeded.")]
     warned = cells[cells.warning.fillna("") != ""] if "warning" in cells else cells.iloc[0:0]
     if not warned.empty:
-        blocks += [("p", "Cells that succeeded with a part missing:"),
+        blocks += [("p", "Cells that succeeded with a warning (a part missing, a second "
+                         "attempt):"),
                    ("list", ["`%s`: %s" % (r.cell_id, r.warning) for r in warned.itertuples()])]
+    disturbed = cells[cells.disturbed.fillna("") != ""] if "disturbed" in cells \
+        else cells.iloc[0:0]
+    if not disturbed.empty:
+        blocks += [("p", "Cells disturbed in both attempts, shown but left out of the "
+                         "verdicts:"),
+                   ("list", ["`%s`: %s" % (r.cell_id, r.disturbed)
+                             for r in disturbed.itertuples()])]
     return blocks
 
 

@@ -16,6 +16,8 @@ CELL_KEYS = ["cell_id", "benchmark", "system", "repeat"]
 TOTALS = ["startup"] + PHASES  # the breakdown's parts over the paper's run
 CV_LIMIT = 0.05  # a group whose execution time varies more than this is flagged
 TOTAL_OF = {"execution": "execution_seconds", "communication": "communication_total"}
+# what else ran on a node while a cell did (bench/common/interference.py), shares of 0..1
+INTERFERENCE = ["others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait"]
 
 
 def load_records(path):
@@ -33,15 +35,16 @@ def cell_table(records, paper_steps=PAPER_STEPS):
     over workers and their totals at the paper's length; peak RSS = the largest process."""
     status = records[records.metric == "status"].set_index("cell_id")
     per_process = records[records.metric != "status"]
-    for optional in ("link", "link_mbit", "warning"):  # absent from older runs
+    for optional in ("link", "link_mbit", "warning", "disturbed"):  # absent from older runs
         if optional not in status:
             status = status.assign(**{optional: None})
-    table = status[["benchmark", "system", "repeat", "status", "reason", "warning", "epochs",
-                    "steps_per_epoch", "nodes", "link", "link_mbit"]].copy()
+    table = status[["benchmark", "system", "repeat", "status", "reason", "warning", "disturbed",
+                    "epochs", "steps_per_epoch", "nodes", "link", "link_mbit"]].copy()
     table["link"] = table.link.fillna("")
     table["warning"] = table.warning.fillna("")
+    table["disturbed"] = table.disturbed.fillna("")
     table["total_steps"] = table.epochs * table.steps_per_epoch
-    for column in ["step"] + PHASES + ["peak_rss_mb", "parameters"] + TIMES:
+    for column in ["step"] + PHASES + ["peak_rss_mb", "parameters"] + TIMES + INTERFERENCE:
         table[column] = math.nan
     table["workers"] = 0
     table["projected"] = True
@@ -55,6 +58,8 @@ def cell_table(records, paper_steps=PAPER_STEPS):
         table["loop_seconds"] = _by_cell(per_process, "train_seconds", "max")
         table["measured_seconds"] = _by_cell(per_process, "execution_seconds", "max")
         table["peak_rss_mb"] = _by_cell(per_process, "peak_rss_mb", "max")
+        for column in INTERFERENCE:  # the worst node's, over the cell's processes
+            table[column] = _by_cell(per_process, column, "max")
         table["workers"] = per_process[per_process.metric == "step"].groupby(
             "cell_id").size().reindex(table.index).fillna(0).astype(int)
         for cell_id, rows in per_process.groupby("cell_id"):
@@ -191,10 +196,14 @@ def group_table(cells):
     rows = []
     for (benchmark, system, link, nodes), group in cells.groupby(
             ["benchmark", "system", "link", "nodes"], sort=False):
-        ok = group[(group.status == "succeeded") & group.execution_seconds.notna()]
+        # a cell disturbed twice (harness/run/disturbance.py) is shown, not used
+        ok = group[(group.status == "succeeded") & group.execution_seconds.notna()
+                   & (group.disturbed == "")]
         row = {"benchmark": benchmark, "system": system, "link": link, "nodes": nodes,
                "link_mbit": group.link_mbit.max(), "repeats": len(group),
-               "succeeded": int((group.status == "succeeded").sum()),
+               "succeeded": int(((group.status == "succeeded")
+                                 & (group.disturbed == "")).sum()),
+               "disturbed": int((group.disturbed != "").sum()),
                "status": _group_status(group),
                "projected": bool(ok.projected.all()) if len(ok) else True}
         row.update(_spread(ok.execution_seconds))
@@ -209,6 +218,8 @@ def group_table(cells):
         for column in ["step"] + PHASES + ["startup"] + [p + "_total" for p in TOTALS] + [
                 "loop_seconds", "measured_seconds", "wall_step", "peak_rss_mb", "parameters"]:
             row[column] = ok[column].mean() if len(ok) else math.nan
+        for column in INTERFERENCE:  # the worst over every repeat, the disturbed included
+            row[column] = group[column].max()
         row["stop"] = "; ".join(x for x in ok.stop if x) if "stop" in ok else ""
         rows.append(row)
     return pd.DataFrame(rows)

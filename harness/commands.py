@@ -7,7 +7,7 @@ import zlib
 from pathlib import Path
 
 from .results import collect
-from .run import contention, interrupts, launch, preflight, stall
+from .run import contention, disturbance, interrupts, launch, preflight, stall
 from .nodes import datasets, inventory, access as nodes_mod, provision, stacks
 from .plan import estimate, matrix, resume
 from .clusters import links, slurm_jobs
@@ -250,23 +250,40 @@ def shard_index(cell, nodes_count):
 
 
 def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after, bounds=None):
-    """A cell that failed because a framework crashed in native code (SIGSEGV or SIGABRT:
-    TF 2.21's coordinator and profiler have, at random) runs once more. The first attempt is
-    kept in .attempts/, and the cell's warning, which the report lists, names it. A kill
-    (SIGKILL, a fault) or any other failure is not retried."""
+    """A cell runs once more (once) when it failed because a framework crashed in native code
+    (SIGSEGV or SIGABRT: TF 2.21's coordinator and profiler have, at random), or when it
+    succeeded disturbed: other programs or steal took more than the bound of a node's CPUs
+    (harness/run/disturbance.py). The first attempt is kept in .attempts/, and the cell's
+    warning, which the report lists, names it. A kill (SIGKILL, a fault) or any other failure
+    is not retried; a cell disturbed again is kept, marked `disturbed`, out of the verdicts."""
     outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds)
     first = RunFolder(path).status(cell.id)
-    if outcome == "succeeded" or not CRASH.search(first.get("reason", "")):
+    why = retry_reason(outcome, first)
+    if not why:
         return outcome
-    print("  %s: running it once more (the first attempt is kept in .attempts/)" % cell.id,
-          flush=True)
+    print("  %s: running it once more, %s (the first attempt is kept in .attempts/)"
+          % (cell.id, why), flush=True)
     RunFolder(path).set_aside(cell.id)
     outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds)
     status = RunFolder(path).status(cell.id)
     status["warning"] = "; ".join(filter(None, [
-        "ran twice: the first attempt failed (%s)" % first["reason"], status.get("warning")]))
+        "ran twice: the first attempt %s" % why, status.get("warning")]))
+    if status.get("disturbed"):
+        status["warning"] += "; disturbed again: kept out of the verdicts"
+        print("  %s: %s again: kept, out of the verdicts" % (cell.id, status["disturbed"]),
+              flush=True)
     _write_status(path, cell, status)
     return outcome
+
+
+def retry_reason(outcome, status):
+    """Why a cell's attempt is run once more ('failed (...)', 'was disturbed (...)'), or ''."""
+    if outcome != "succeeded":
+        return "failed (%s)" % status["reason"] if CRASH.search(status.get("reason", "")) \
+            else ""
+    # a cell salvaged after a fault (its warning) is not run again: its timing is whole
+    return "was %s" % status["disturbed"] if status.get("disturbed") and \
+        not status.get("warning") else ""
 
 
 def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=None):
@@ -283,6 +300,9 @@ def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=N
                         bounds=bounds)
     finally:
         status["fetched_files"] = collect.fetch_cell(path, status, nodes)
+        status["interference"] = disturbance.per_node(path / cell.id)
+        if status["status"] == "succeeded":
+            status["disturbed"] = disturbance.disturbed(status["interference"])
         _write_status(path, cell, status)
         _report(cell, status)
     return status["status"]
@@ -296,6 +316,8 @@ def _report(cell, status):
     line = "  %s: %s in %.1f s" % (cell.id, status["status"], status.get("seconds", 0.0))
     if status.get("reason"):
         line += " (%s)" % status["reason"]
+    if status.get("disturbed"):
+        line += ", %s" % status["disturbed"]
     print(line, flush=True)
     for label, tail in (status.get("log_tails") or {}).items():
         if tail.strip():

@@ -11,11 +11,14 @@ PARAMETERS = {"lenet5": 62006, "alexnet": 57044810, "resnet18": 11181642, "resne
 
 
 def cell(benchmark, system, seconds, repeat=0, status="succeeded", steps=396, epochs=10,
-         phases=None, nodes=3, startup=0.0, samples=None, sample_epochs=None, wall_step=None):
+         phases=None, nodes=3, startup=0.0, samples=None, sample_epochs=None, wall_step=None,
+         disturbed="", interference=None):
     """One cell: its measured execution time (process start to the loop's end), start-up,
     per-step phases (default: a quarter each of (seconds - startup) / steps), and the measured
     steps' times (default: 20 steps all at the mean step) with their epochs (default none);
-    wall_step: the loop's wall per step where it is not the phases' sum (a coordinator's)."""
+    wall_step: the loop's wall per step where it is not the phases' sum (a coordinator's);
+    disturbed: why the cell counts as disturbed; interference: each worker's figures
+    (others_cpu, steal, ...) as bench/common/interference.py measures them."""
     step = (seconds - startup) / (steps * epochs)
     phases = phases or {p: step / 4 for p in ("loading", "forward", "backward", "communication")}
     step = sum(phases.values())
@@ -23,7 +26,8 @@ def cell(benchmark, system, seconds, repeat=0, status="succeeded", steps=396, ep
             "status": status, "steps": steps, "epochs": epochs, "phases": phases,
             "nodes": nodes, "startup": startup,
             "samples": [step] * 20 if samples is None else list(samples),
-            "sample_epochs": sample_epochs, "wall_step": wall_step}
+            "sample_epochs": sample_epochs, "wall_step": wall_step, "disturbed": disturbed,
+            "interference": interference or {}}
 
 
 def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manifest=None):
@@ -39,7 +43,8 @@ def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manife
         records.append(dict(base, node=None, role=None, rank=None, metric="status",
                             value=1.0 if spec["status"] == "succeeded" else 0.0, unit="ok",
                             status=spec["status"], reason="" if spec["status"] == "succeeded"
-                            else "fixture: %s" % spec["status"]))
+                            else "fixture: %s" % spec["status"],
+                            disturbed=spec.get("disturbed", "")))
         if spec["status"] == "succeeded":
             records += _worker_records(spec, base)
             if memory_rows:
@@ -80,6 +85,8 @@ def _worker_records(spec, base):
                       wall_step=spec.get("wall_step") or step,
                       startup_seconds=spec["startup"], execution_seconds=spec["seconds"])
         out += [dict(rec, metric=k, value=v, unit="") for k, v in values.items()]
+        out += [dict(rec, metric=k, value=v, unit="share")
+                for k, v in sorted(spec.get("interference", {}).items())]
         samples = spec["samples"]
         out.append(dict(rec, metric="step_samples", value=len(samples), unit="steps",
                         samples=samples, sample_epochs=spec.get("sample_epochs")))

@@ -626,3 +626,27 @@ def test_identical_repeats_keep_one_runs_own_noise(tmp_path):
     one = tidy.cell_table(tidy.load_records(tmp_path / "fixture" / "records.jsonl"))
     single = stats.interval(one.execution_boot.iloc[0])
     assert groups.ci_high.iloc[0] - groups.ci_low.iloc[0] > single[1] - single[0]
+
+
+def test_a_disturbed_repeat_is_shown_and_left_out_of_the_verdicts(tmp_path):
+    """Three repeats of PyTorch at 100 s, one of them disturbed twice at 180 s: the group's
+    time is the two others' 100 s, the table says '1 disturbed, left out' with the worst
+    node's figures, and the cell is listed with why."""
+    calm = {"others_cpu": 0.02, "steal": 0.001, "runqueue_wait": 0.05}
+    loud = {"others_cpu": 0.31, "steal": 0.0, "runqueue_wait": 0.6}
+    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 100.0, repeat=r, interference=calm)
+             for r in (0, 1)]
+    cells.append(fixtures.cell("lenet5-cifar10", "pytorch-sync", 180.0, repeat=2,
+                               interference=loud, disturbed="disturbed (node1: other programs "
+                               "31% and steal 0% of its CPUs' time; the bound is 5%)"))
+    run = fixtures.write_run(tmp_path, cells)
+    groups = groups_of(run)
+    (g,) = groups.itertuples()
+    assert g.execution_seconds == pytest.approx(100.0) and g.succeeded == 2 and g.disturbed == 1
+    assert g.others_cpu == pytest.approx(0.31)
+    text = report.build(run, quiet=True)["report"].read_text()
+    (row,) = [l for l in text.splitlines() if l.startswith("| lenet5-cifar10 | pytorch-sync")
+              and "| 2/3 |" in l]  # the execution table's
+    assert "| 2/3 |" in row and "1 disturbed, left out" in row and "31.0% (+0.1%), wait 0.60" in row
+    assert "Cells disturbed in both attempts, shown but left out of the verdicts:" in text
+    assert "other programs 31% and steal 0%" in text

@@ -214,3 +214,34 @@ def test_the_probe_finds_three_nodes_sharing_two_cpus(provisioned):
     found = measure("local-shared")
     assert found["shared"] is True and found["worst_loss"] > 0.2
     assert set(found["nodes"]) == {"node1", "node2", "node3"}
+
+
+def test_a_node_is_disturbed_when_others_and_steal_pass_the_bound(tmp_path):
+    """Each node's worst process: node1 4% others + 0.5% steal (under 5%), node2 3% + 3%."""
+    from harness.run import disturbance
+    import json as json_
+    figures = {("node1", "worker-0"): {"others_cpu": 0.04, "steal": 0.005},
+               ("node1", "server-0"): {"others_cpu": 0.01, "steal": 0.0, "runqueue_wait": 2.1},
+               ("node2", "worker-1"): {"others_cpu": 0.03, "steal": 0.03, "pressure_io": None}}
+    for (node, role), found in figures.items():
+        folder = tmp_path / node / role
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json_.dumps({"interference": found}))
+    nodes = disturbance.per_node(tmp_path)
+    assert nodes["node1"] == {"others_cpu": 0.04, "steal": 0.005, "pressure_cpu": None,
+                              "pressure_io": None, "runqueue_wait": 2.1}
+    assert disturbance.disturbed(nodes) == "disturbed (node2: other programs 3% and steal 3% " \
+        "of its CPUs' time; the bound is 5%)"
+    assert disturbance.disturbed({"node1": nodes["node1"]}) == ""
+
+
+def test_a_disturbed_cell_is_run_once_more_unless_it_was_salvaged():
+    from harness import commands
+    why = "disturbed (node1: other programs 31% and steal 0% of its CPUs' time; the bound is 5%)"
+    assert commands.retry_reason("succeeded", {"disturbed": why}) == "was " + why
+    assert commands.retry_reason("succeeded", {"disturbed": why, "warning": "operator profile "
+                                               "incomplete: ..."}) == ""
+    assert commands.retry_reason("succeeded", {"disturbed": ""}) == ""
+    assert commands.retry_reason("failed", {"reason": "node2/worker-1 exited with 139"}) == \
+        "failed (node2/worker-1 exited with 139)"
+    assert commands.retry_reason("failed", {"reason": "node2/worker-1 exited with 137"}) == ""

@@ -7,6 +7,9 @@ Runs the user's own commands (`invoke provision bench collect analyze`) as subpr
 import json
 import math
 import re
+import subprocess
+import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -15,7 +18,7 @@ import pytest
 
 from harness.nodes import inventory
 from harness.plan.matrix import SYSTEMS
-from tests.conftest import invoke, provision_bench_collect
+from tests.conftest import INVOKE, invoke, provision_bench_collect
 
 pytestmark = pytest.mark.cluster
 TOKEN = "s3cret-token-that-must-not-leak"  # in the controller's environment during the run
@@ -404,3 +407,47 @@ def test_explain_names_a_stack_that_is_not_provisioned_before_any_cell_runs(prov
     assert "stack %s is not ready for the ladder" % stack in said, said
     assert "invoke provision --inventory local --stack %s" % stack in said
     assert not (tmp_path / "explain-runs").exists()  # nothing ran, nothing half-written
+
+
+def test_a_cell_disturbed_by_another_program_is_measured_flagged_and_run_again(provisioned,
+                                                                                tmp_path):
+    """A busy program on node1's CPUs for 5 s of a cell, started once the cell's processes
+    run: they measure what it took of the node (others' CPU), the cell is run once more, and
+    the disturbed attempt is kept in .attempts/ with its figures (issue 36)."""
+    node1 = inventory.load("local").hosts[0]
+    command = [INVOKE, "bench", "--systems", "pytorch-sync", "--run", "planted", "--results",
+               str(tmp_path)]
+    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    try:
+        cell = wait_for_running(tmp_path / "planted")
+        pin = ["taskset", "-c", node1.cpus] if node1.cpus else []
+        hogs = [subprocess.Popen(pin + [sys.executable, "-c", "import time\nt = time.time()\n"
+                                        "while time.time() - t < 5: pass"], cwd="/")
+                for _ in range(node1.vcpus)]
+        for hog in hogs:
+            hog.wait()
+        out = bench.communicate(timeout=600)[0]
+    finally:
+        bench.kill()
+    assert bench.returncode == 0, out
+    assert "running it once more, was disturbed (node1: other programs" in out, out
+    first = json.loads((tmp_path / "planted" / ".attempts" / (cell + ".1") / "node1" /
+                        "worker-0" / "result.json").read_text())["interference"]
+    assert first["others_cpu"] > 0.05, first
+    status = json.loads((tmp_path / "planted" / cell / "status.json").read_text())
+    assert status["status"] == "succeeded" and status["warning"].startswith(
+        "ran twice: the first attempt was disturbed (node1: other programs"), status
+    assert set(status["interference"]) == {"node%d" % (r + 1) for r in RANKS}
+
+
+def wait_for_running(run, timeout=120):
+    """The id of the run's first cell once its processes are on record."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in run.glob("*/status.json"):
+            status = json.loads(path.read_text() or "{}")
+            if status.get("status") == "running" and status.get("processes"):
+                return status["cell_id"]
+        time.sleep(0.2)
+    raise AssertionError("no cell of %s ran within %d s" % (run, timeout))

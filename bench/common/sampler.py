@@ -29,6 +29,7 @@ class Sampler(object):
         self.started = time.time()
         self.peak_rss_mb = 0.0
         self._stop = threading.Event()
+        self.tracker = None  # interference.Tracker, ticked with every sample
         self._thread = threading.Thread(target=self._run, name="sampler")
         self._thread.daemon = True
 
@@ -62,6 +63,8 @@ class Sampler(object):
                     return
 
     def _sample(self):
+        if self.tracker is not None:
+            self.tracker.tick()
         now = time.time()
         rss = self.process.memory_info().rss / MB
         children = 0.0

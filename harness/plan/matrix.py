@@ -168,7 +168,8 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
     # interleaved, the whole matrix, then again)
     return [cell for n in networks or [""] for k in node_counts or [nodes]
             for cell in in_order([replace(c, repeat=r, link=n, nodes=k)
-                                  for r in range(repeats) for c in cells], order_seed)]
+                                  for r in range(repeats) for c in cells],
+                                 order_seed if repeats > 1 else None)]
 
 
 def in_order(cells, seed):

@@ -17,6 +17,8 @@ from .runfolder import RunFolder, read_json
 RESULTS_FORMAT = 1  # bump when the layout of results/<run-id>/ changes incompatibly
 # a result's summary keys that become records: the step, the four phases of the breakdown
 # (analysis/tidy.py PHASES) and the calibration's wall times
+# bench/common/interference.py's figures of each process's node while the cell ran
+INTERFERENCE = ("others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait")
 SUMMARY_METRICS = ("step", "loading", "forward", "backward", "communication",
                    "forward_wall", "backward_wall", "update_wall")
 
@@ -106,6 +108,9 @@ def finish_manifest(path, nodes):
     manifest["installed"] = {node.name: _node_json(node, "envs-%s.json" % stack)
                              for node in nodes}
     manifest["setup"] = setup_flags(manifest)
+    manifest["interference"] = {s["cell_id"]: {"nodes": s.get("interference") or {},
+                                               "disturbed": s.get("disturbed") or ""}
+                                for s in run.statuses() if s.get("interference")}
     manifest["ended"] = time.time()
     run.write_manifest(manifest)
     return manifest
@@ -165,7 +170,8 @@ def build_records(path):
         records.append(dict(base, node=None, role=None, rank=None, metric="status",
                             value=1.0 if status["status"] == "succeeded" else 0.0, unit="ok",
                             status=status["status"], reason=status.get("reason", ""),
-                            warning=status.get("warning", "")))
+                            warning=status.get("warning", ""),
+                            disturbed=status.get("disturbed", "")))
         slurm_rows = sacct.kept(path / cell["id"])
         for result_file in sorted((path / cell["id"]).glob("*/*/result.json")):
             records.extend(_process_records(base, result_file, slurm_rows))
@@ -247,6 +253,9 @@ def _process_records(base, result_file, slurm_rows):
         state, figures = sacct.records(slurm_rows[rec["slurm_step"]])
         out += [dict(rec, metric=m, value=v, unit=u, source="sacct", slurm_state=state)
                 for m, v, u in figures]
+    for metric, value in sorted((result.get("interference") or {}).items()):
+        if metric in INTERFERENCE and value is not None:  # what else ran on the node
+            out.append(dict(rec, metric=metric, value=value, unit="share"))
     if result.get("step_samples"):  # the measured steps, for the analysis's bootstrap
         out.append(dict(rec, metric="step_samples", value=len(result["step_samples"]),
                         unit="steps", samples=result["step_samples"],

@@ -46,6 +46,10 @@ class CellStatus:
     unreachable: list = field(default_factory=list)
     log_tails: dict = field(default_factory=dict)
     fetched_files: int = 0
+    # what else ran on each node while the cell did (harness/run/disturbance.py): node ->
+    # others' CPU, steal, pressure, run-queue wait; and why the cell counts as disturbed
+    interference: dict = field(default_factory=dict)
+    disturbed: str = ""
 
     def __post_init__(self):
         if self.status not in STATES:

@@ -1,0 +1,159 @@
+"""What else ran on the node while the cell did: measured by every process of the cell over
+its lifetime, from the kernel's own counters (docs/methodology.md, "Interference").
+
+- others' CPU: the busy time of the node's CPUs (this process's affinity set) less the CPU
+  time of the cell's processes (every process whose working directory is in the cell's
+  folder, on any node that shares this machine), as a share of those CPUs' time;
+- steal: time the hypervisor gave the node's CPUs to someone else;
+- pressure: the share of time some task waited for a CPU or for I/O (/proc/pressure, where
+  the kernel has it);
+- run-queue wait: how long this process's threads waited for a CPU per second they ran
+  (/proc/self/task/*/schedstat).
+
+Standard library and psutil, Python 3.6: it runs on the nodes.
+"""
+import os
+import time
+
+try:
+    import psutil
+except ImportError:  # a self-check without it: others' CPU is then not known
+    psutil = None
+
+TICK = float(os.sysconf("SC_CLK_TCK"))
+
+
+class Tracker(object):
+    """The counters at the start and the end of the process, and in between the CPU time of
+    the cell's processes as last seen: one that exits (a loader worker, another role) keeps
+    the time it had. tick() is the sampler thread's (its own subtree every call, a scan of
+    every process every SCAN_SECONDS: the scan reads each process's working directory)."""
+
+    SCAN_SECONDS = 2.0  # a scan of 65 processes took 0.7 ms here
+
+    def __init__(self, marker):
+        self.marker = marker
+        self.first = self.counters()
+        self.seen = {}  # pid -> CPU seconds when last seen
+        self.start_cpu = {}  # pid -> CPU seconds when first seen (0 if it started after us)
+        self.scanned = 0.0
+        self.scan(initial=True)
+
+    def counters(self):
+        cpus = os.sched_getaffinity(0)
+        busy, steal, total = _cpu_jiffies(cpus)
+        return {"time": time.time(), "cpus": len(cpus), "busy": busy / TICK,
+                "steal": steal / TICK, "total": total / TICK,
+                "pressure_cpu": _pressure_us("cpu"), "pressure_io": _pressure_us("io"),
+                "schedstat": _schedstat()}
+
+    def note(self, pid, cpu, initial=False):
+        self.start_cpu.setdefault(pid, cpu if initial else 0.0)
+        self.seen[pid] = cpu
+
+    def scan(self, initial=False):
+        self.scanned = time.time()
+        for pid, cpu in (_cell_cpu(self.marker) or {}).items():
+            self.note(pid, cpu, initial)
+
+    def tick(self):
+        if psutil is None:
+            return
+        if time.time() - self.scanned >= self.SCAN_SECONDS:
+            self.scan()
+            return
+        me = psutil.Process()
+        for proc in [me] + me.children(recursive=True):
+            try:
+                times = proc.cpu_times()
+                self.note(proc.pid, times.user + times.system)
+            except psutil.Error:
+                continue
+
+    def finish(self):
+        """The figures from the start to now (shares of 0..1; None where not known)."""
+        self.scan()
+        cell = sum(cpu - self.start_cpu[pid] for pid, cpu in self.seen.items()) \
+            if psutil is not None else None
+        return between(self.first, self.counters(), cell)
+
+
+def between(first, last, cell_cpu):
+    """The figures over the window from counters `first` to `last`, the cell's processes
+    having used cell_cpu CPU seconds in it (None: not known)."""
+    wall = max(1e-6, last["time"] - first["time"])
+    total = max(1e-6, last["total"] - first["total"])
+    steal = last["steal"] - first["steal"]
+    out = {"seconds": round(wall, 1), "cpus": last["cpus"], "steal": _share(steal, total)}
+    out["others_cpu"] = None if cell_cpu is None else _share(
+        last["busy"] - first["busy"] - steal - cell_cpu, total)
+    for kind in ("cpu", "io"):
+        a, b = first["pressure_" + kind], last["pressure_" + kind]
+        out["pressure_" + kind] = None if a is None or b is None else _share(
+            (b - a) / 1e6, wall)
+    ran = last["schedstat"][0] - first["schedstat"][0]
+    waited = last["schedstat"][1] - first["schedstat"][1]
+    out["runqueue_wait"] = round(waited / float(ran), 3) if ran > 0 else None
+    return out
+
+
+def _share(part, whole):
+    return round(min(1.0, max(0.0, part / whole)), 4)
+
+
+def _cpu_jiffies(cpus):
+    """(busy, steal, total) jiffies of the CPUs in `cpus`; busy counts steal."""
+    busy = steal = total = 0
+    with open("/proc/stat") as handle:
+        for line in handle:
+            fields = line.split()
+            if not fields[0].startswith("cpu") or fields[0] == "cpu" or \
+                    int(fields[0][3:]) not in cpus:
+                continue
+            values = [int(v) for v in fields[1:9]]
+            total += sum(values)
+            busy += sum(values) - values[3] - values[4]  # less idle and iowait
+            steal += values[7]
+    return busy, steal, total
+
+
+def _cell_cpu(marker):
+    """pid -> CPU seconds so far of every process whose working directory holds marker and
+    that may run only on this node's CPUs (nodes pinned to CPUs of one machine each count
+    their own processes; unpinned nodes of one machine count all of the cell's)."""
+    if psutil is None:
+        return None
+    mine = os.sched_getaffinity(0)
+    found = {}
+    for proc in psutil.process_iter():
+        try:
+            if marker in proc.cwd() and set(proc.cpu_affinity()) <= mine:
+                times = proc.cpu_times()
+                found[proc.pid] = times.user + times.system
+        except (psutil.Error, OSError):
+            continue  # another user's, or gone
+    return found
+
+
+def _pressure_us(kind):
+    try:
+        with open("/proc/pressure/%s" % kind) as handle:
+            for line in handle:
+                if line.startswith("some"):
+                    return int(line.split("total=")[1])
+    except (IOError, OSError, IndexError, ValueError):
+        return None
+    return None
+
+
+def _schedstat():
+    """(ns run, ns waited on a run queue) over this process's threads."""
+    ran = waited = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/schedstat" % task) as handle:
+                fields = handle.read().split()
+            ran, waited = ran + int(fields[0]), waited + int(fields[1])
+        except (IOError, OSError, IndexError, ValueError):
+            continue  # a thread that ended, or a kernel without schedstats
+    return ran, waited

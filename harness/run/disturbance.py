@@ -1,0 +1,40 @@
+"""Whether a cell ran undisturbed, from what its processes measured of their node while it
+ran (bench/common/interference.py, result.json `interference`).
+
+A node is disturbed when other programs' CPU time plus steal took more than BOUND of its
+CPUs' time over the cell. Why 5%: a program that takes a share f of a node's CPUs can stretch
+a CPU-bound cell by up to f / (1 - f); at 5% that is 5.3%, a fifth of the verdicts' tolerance
+(x/ 1.25) and no more than two runs of one cell on a quiet machine differ. A disturbed cell
+is run once more (the disturbed attempt kept in .attempts/ with its figures); one disturbed
+again is kept, marked, and left out of the verdicts (docs/methodology.md, "Interference").
+"""
+import json
+
+BOUND = 0.05
+FIGURES = ("others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait")
+
+
+def per_node(cell_path):
+    """node -> the largest of each figure over the node's processes (None where none said)."""
+    found = {}
+    for result_file in sorted(cell_path.glob("*/*/result.json")):
+        try:
+            figures = json.loads(result_file.read_text()).get("interference") or {}
+        except ValueError:
+            continue
+        node = found.setdefault(result_file.parent.parent.name, {k: None for k in FIGURES})
+        for key in FIGURES:
+            if figures.get(key) is not None:
+                node[key] = max(node[key] or 0.0, figures[key])
+    return found
+
+
+def disturbed(nodes):
+    """'' or why the cell counts as disturbed: the nodes over BOUND and by how much."""
+    over = ["%s: other programs %.0f%% and steal %.0f%% of its CPUs' time" % (
+        name, 100 * (v["others_cpu"] or 0), 100 * (v["steal"] or 0))
+        for name, v in sorted(nodes.items())
+        if (v["others_cpu"] or 0) + (v["steal"] or 0) > BOUND]
+    if not over:
+        return ""
+    return "disturbed (%s; the bound is %.0f%%)" % ("; ".join(over), 100 * BOUND)
