@@ -400,6 +400,13 @@ def coordinator_note(groups, manifest):
                   "gets beside the workers. Here: " + gaps + ".")]
 
 
+def cleaning_flag(g):
+    """"3 outlier(s) left out, 10 warm-up step(s) found" or ""."""
+    out, cut = getattr(g, "outliers", 0) or 0, getattr(g, "truncated", 0) or 0
+    return ", ".join(t for t in ("%d outlier(s) left out" % out if out else "",
+                                 "%d warm-up step(s) found" % cut if cut else "") if t)
+
+
 def interference_cell(g):
     """"2.1% (+0.0%), wait 0.04" or "-" for a run from before it was measured."""
     others = getattr(g, "others_cpu", math.nan)
@@ -416,6 +423,7 @@ def execution_section(fig3, groups, manifest=None):
         rows.append([g.benchmark, g.system, g.link or "-", g.status,
                      "%d/%d" % (g.succeeded, g.repeats), _num(g.loop_seconds, "%.2f"),
                      _num(g.startup, "%.2f"), _num(g.wall_step, "%.4f"),
+                     _num(getattr(g, "median_step", math.nan), "%.4f"),
                      _num(g.execution_seconds, "%.1f"),
                      "-" if g.ci_low != g.ci_low else "%.1f - %.1f" % (g.ci_low, g.ci_high),
                      ("projected" if g.projected else "measured")
@@ -423,7 +431,7 @@ def execution_section(fig3, groups, manifest=None):
                      _num(g.cv, "%.1f%%", 100),
                      "; ".join(f for f in ("CV > 5%" if g.unstable else "", interval_flag(g),
                                            "%d disturbed, left out" % g.disturbed
-                                           if g.disturbed else "") if f),
+                                           if g.disturbed else "", cleaning_flag(g)) if f),
                      interference_cell(g)]
                     + [_num(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
                     + [_num(g.peak_rss_mb, "%.0f")])
@@ -435,14 +443,18 @@ def execution_section(fig3, groups, manifest=None):
                   + STEADY + " (the paper's " + PAPER + " steps less the first, which is in "
                   "start-up), with "
                   "its 95% interval; CV over repeats; per-step phase means in seconds. Fig. 3 "
-                  "draws the paper-scale time, start-up hatched. Interference: what else ran "
+                  "draws the paper-scale time, start-up hatched. Before the mean, each "
+                  "process's measured steps lose a warm-up found in the data (MSER-5) and "
+                  "the outliers (a step over 5x the median); the flag counts them, and the "
+                  "median step shows beside the mean. Interference: what else ran "
                   "on the worst node while the cell did, over every repeat: other programs' "
                   "share of its CPUs' time (+ steal), and how long the cell's threads waited "
                   "for a CPU per second they ran; a repeat where other programs and steal "
                   "took more than 5% of a node's CPUs was run again, and one disturbed again "
                   "is left out of the verdicts. Definitions: docs/methodology.md."),
             ("table", ["benchmark", "system", "links", "status", "ok/repeats",
-                       "measured loop s", "start-up s", "steady s/step", "paper-scale s",
+                       "measured loop s", "start-up s", "steady s/step", "median s/step",
+                       "paper-scale s",
                        "95% interval", "how", "CV", "flag",
                        "interference: others' CPU (+steal), run-queue wait"]
              + PHASE_COLUMNS + ["peak RSS MB"], rows)] + coordinator_note(groups, manifest) + [

@@ -449,11 +449,13 @@ def test_a_run_with_later_epochs_projects_each_epoch_at_its_own_rate(tmp_path):
     (row,) = cells.to_dict("records")
     assert row["execution_seconds"] == pytest.approx(5 + 395 * 0.2 + 9 * 396 * 0.1)
     assert stats.interval(row["execution_boot"]) == pytest.approx((440.4, 440.4))
-    # without the epochs: one rate, the old projection
+    # without the epochs: one rate, and the 20 slow steps at the start read as a warm-up
+    # (MSER-5 cuts them): 5 + 3,959 x 0.1
     spec["sample_epochs"] = None
     run = fixtures.write_run(tmp_path / "b", [spec])
     (row,) = tidy.cell_table(tidy.load_records(run / "records.jsonl")).to_dict("records")
-    assert row["execution_seconds"] == pytest.approx(5 + 3959 * mean)
+    assert row["execution_seconds"] == pytest.approx(5 + 3959 * 0.1)
+    assert row["truncated"] == 20
 
 
 def test_a_verdict_run_says_how_many_steps_it_may_run_and_how_it_projects():
@@ -650,3 +652,29 @@ def test_a_disturbed_repeat_is_shown_and_left_out_of_the_verdicts(tmp_path):
     assert "| 2/3 |" in row and "1 disturbed, left out" in row and "31.0% (+0.1%), wait 0.60" in row
     assert "Cells disturbed in both attempts, shown but left out of the verdicts:" in text
     assert "other programs 31% and steal 0%" in text
+
+
+def test_a_warm_up_is_found_in_the_data_and_an_outlier_left_out():
+    """Ten slow steps (0.3 s) before 40 steady ones (0.1 s): MSER-5 cuts the ten; one step of
+    0.8 s among the steady ones (8x the median) is an outlier; the mean of what is left is the
+    steady 0.1 s. A steady series loses nothing to the warm-up rule."""
+    rng = np.random.default_rng(1)
+    steady = list(0.1 + rng.uniform(-0.005, 0.005, 40))
+    series = [0.3] * 10 + steady[:20] + [0.8] + steady[20:]
+    samples, epochs, kept = tidy.cleaned(series, None)
+    assert kept == {"truncated": 10, "outliers": 1} and epochs is None
+    assert np.mean(samples) == pytest.approx(0.1, abs=0.002)
+    assert tidy.mser_cut(steady) <= 10 and tidy.mser_cut([0.1] * 12) == 0
+    # with epochs, the warm-up is looked for in the first (uncached) epoch only
+    samples, epochs, kept = tidy.cleaned([0.3] * 10 + steady, [0] * 30 + [1] * 20)
+    assert kept["truncated"] == 10 and epochs == [0] * 20 + [1] * 20
+
+
+def test_the_execution_table_shows_the_median_and_what_was_cut(tmp_path):
+    samples = [0.02] * 10 + [0.01] * 19 + [0.2]
+    run = fixtures.write_run(tmp_path, [fixtures.cell("lenet5-cifar10", "pytorch-sync", 1.0,
+                                                      steps=30, epochs=1, samples=samples)])
+    text = report.build(run, quiet=True)["report"].read_text()
+    (row,) = [l for l in text.splitlines() if l.startswith("| lenet5-cifar10 | pytorch-sync")
+              and "| 1/1 |" in l]
+    assert "1 outlier(s) left out, 10 warm-up step(s) found" in row
