@@ -298,6 +298,29 @@ def verdict_check(c, inventory=None, stack=None, systems=None, benchmark="lenet5
     validation.run(o.inventory, o.stack, o.results, systems=systems, benchmark=benchmark)
 
 
+@task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
+            "benchmarks": "comma-separated [lenet5-cifar10]",
+            "systems": "comma-separated subset [all five]",
+            "short": "verdict runs per cell, half before the full run, half after [4]",
+            "results": "results folder [invoke.yaml: results]",
+            "again": "an earlier calibration's folder: its table again, nothing run"})
+@_user_errors
+def calibration(c, inventory=None, stack=None, benchmarks="lenet5-cifar10", systems=None,
+                short=4, results=None, again=None):
+    """Benchmark: how often the verdict profile's 95% intervals cover the paper-length run's
+    value, per cell and per ratio of two system-modes (goal: 90%); prints the table."""
+    from harness import commands
+    from harness.plan import matrix
+    from selfcheck import calibration as calibrating
+    if again:
+        calibrating.again(again)
+        return
+    o = _options(c, inventory=inventory, stack=stack, results=results)
+    calibrating.run(o.inventory, o.stack, o.results, benchmarks.split(","),
+                    systems.split(",") if systems else list(matrix.SYSTEMS),
+                    commands.check_positive("short", short, 2))
+
+
 @task(name="same-math", help={
     "inventory": COMMON["inventory"], "stack": COMMON["stack"],
     "systems": "comma-separated subset of system-modes [all five]",
@@ -462,7 +485,7 @@ def vagrant_down(c):
 
 
 ns = Collection(provision, bench, estimate, collect, analyze, compare, explain, reproduce, overhead,
-                crosscheck, verdict_check, same_math, reference_check, artifact, vm_bench,
+                crosscheck, verdict_check, calibration, same_math, reference_check, artifact, vm_bench,
                 analysis_bench, fault_bench, slurm_bench, stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))
 ns.add_collection(Collection("vagrant", vagrant_box, vagrant_up, vagrant_down))

@@ -191,13 +191,15 @@ def evidence_notes(rows, groups, profile):
         notes.append("**The smoke profile checks the machinery; it is not a measurement.** "
                      "A dozen steps per cell: the verdicts below show that every part runs "
                      "and is judged, not what the frameworks do (`--profile verdict`).")
-    repeats = int(groups.repeats.max()) if len(groups) and "repeats" in groups else 0
-    if repeats == 1:
+    usable = groups.succeeded[groups.succeeded > 0] if len(groups) else groups.iloc[0:0]
+    if len(usable) and int(usable.min()) == 1:
         stamp = ", indicative"
-        notes.append("**One repeat per cell: run-to-run variation was not measured.** The "
-                     "intervals cover the variation between the steps of one run only; two "
-                     "runs of one cell minutes apart have differed by more. Every verdict is "
-                     "indicative (`--repeats 3`, the verdict profile's default, measures it).")
+        notes.append("**%s: run-to-run variation was not measured.** Their intervals cover "
+                     "the variation between the steps of one run only; two runs of one cell "
+                     "minutes apart have differed by more. Every verdict is indicative "
+                     "(`--repeats 3`, the verdict profile's default, measures it)." % (
+                         "One repeat per cell" if int(usable.max()) == 1 else
+                         "Some cells have one usable repeat"))
     count = sum(1 for r in rows if judged(r))
     if count:
         notes.append("%d claims are judged, each at 95%%: even if the intervals were exact, "

@@ -52,14 +52,19 @@ def over_repeats(replicate_rows, rng, points=None):
     from t(k - 1), s the standard deviation of the repeats' logs, and never less than the
     typical spread of one repeat's own replicates. Why not a bootstrap over the repeats: with
     3 repeats it has 10 distinct means and (k-1)/k of their spread, far from 95% coverage of
-    what a rerun shows (docs/methodology.md, "Intervals and verdicts")."""
+    what a rerun shows (docs/methodology.md, "Intervals and verdicts"). A repeat without a
+    value is left out; values not all positive (a communication residual) are taken on the
+    linear scale."""
     rows = np.asarray(replicate_rows, dtype=float)
     if rows.ndim == 1:
         rows = rows[None, :]
+    points = np.asarray(points if points is not None else np.nanmean(rows, axis=1), dtype=float)
+    known = np.isfinite(points)  # a repeat without a value says nothing of the spread
+    if known.any() and not known.all():
+        rows, points = rows[known], points[known]
     k, replicates = rows.shape
     if k == 1:
         return rows[0]
-    points = np.asarray(points if points is not None else np.nanmean(rows, axis=1), dtype=float)
     logs = np.all(points > 0)
     values = np.log(points) if logs else points
     with np.errstate(invalid="ignore", divide="ignore"):

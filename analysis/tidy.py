@@ -174,11 +174,13 @@ MSER_BATCH = 5
 
 def cleaned(samples, epochs):
     """(samples, epochs, {"truncated": n, "outliers": k}): the outliers left out (against
-    the median of every measured step), then the first epoch's (or the run's) initial
-    transient cut by MSER-5."""
+    the median of their epoch's measured steps: an uncached first epoch is slower as a
+    whole), then the first epoch's (or the run's) initial transient cut by MSER-5."""
     samples = list(samples)
-    median = float(np.median(samples))
-    calm = [i for i, x in enumerate(samples) if x <= OUTLIER_FACTOR * median]
+    tags = list(epochs) if epochs is not None else [0] * len(samples)
+    medians = {e: float(np.median([x for x, t in zip(samples, tags) if t == e]))
+               for e in set(tags)}
+    calm = [i for i, x in enumerate(samples) if x <= OUTLIER_FACTOR * medians[tags[i]]]
     first = [i for i in calm if epochs is None or epochs[i] == 0]
     cut = set(first[:mser_cut([samples[i] for i in first])])
     keep = [i for i in calm if i not in cut]
@@ -189,9 +191,10 @@ def cleaned(samples, epochs):
 def mser_cut(series, batch=MSER_BATCH):
     """How many leading steps are a warm-up, by MSER-5 (White, 1997): over batch means of 5
     steps, the truncation d (at most half the batches) that minimises the squared standard
-    error of the mean of what remains, sum((m - mean)^2) / (n - d)^2."""
+    error of the mean of what remains, sum((m - mean)^2) / (n - d)^2. Fewer than 3 batches
+    (15 steps): nothing to find."""
     batches = len(series) // batch
-    if batches < 4:
+    if batches < 3:  # the verdict profile's first epoch: 15 measured steps, 3 batches
         return 0
     means = np.asarray(series[:batches * batch], dtype=float).reshape(batches, batch).mean(1)
     scores = [np.sum((means[d:] - means[d:].mean()) ** 2) / (batches - d) ** 2

@@ -216,7 +216,8 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
                 estimate.slowness(probe))
             outcomes[cell.id] = _run_retrying_crash(path, run_id, cell, nodes, stack, timeout,
                                                     (sum(s for s in after if s is not None),
-                                                     after.count(None)), bounds)
+                                                     after.count(None)), bounds,
+                                                    disturbance.judged(probe, bounds))
             taken = launch.unusable(nodes, fresh=True) if outcomes[cell.id] != "succeeded" \
                 else ""
             if taken and index < len(cells):
@@ -249,14 +250,16 @@ def shard_index(cell, nodes_count):
     return json.loads((meta / "shards.json").read_text())
 
 
-def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after, bounds=None):
+def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after, bounds=None,
+                        judge=True):
     """A cell runs once more (once) when it failed because a framework crashed in native code
     (SIGSEGV or SIGABRT: TF 2.21's coordinator and profiler have, at random), or when it
     succeeded disturbed: other programs or steal took more than the bound of a node's CPUs
     (harness/run/disturbance.py). The first attempt is kept in .attempts/, and the cell's
     warning, which the report lists, names it. A kill (SIGKILL, a fault) or any other failure
-    is not retried; a cell disturbed again is kept, marked `disturbed`, out of the verdicts."""
-    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds)
+    is not retried; a cell disturbed again is kept, marked `disturbed`, out of the verdicts.
+    judge: whether disturbance is acted on here (disturbance.judged)."""
+    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds, judge)
     first = RunFolder(path).status(cell.id)
     why = retry_reason(outcome, first)
     if not why:
@@ -264,12 +267,13 @@ def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after, bounds
     print("  %s: running it once more, %s (the first attempt is kept in .attempts/)"
           % (cell.id, why), flush=True)
     RunFolder(path).set_aside(cell.id)
-    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds)
+    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds, judge)
     status = RunFolder(path).status(cell.id)
     status["warning"] = "; ".join(filter(None, [
         "ran twice: the first attempt %s" % why, status.get("warning")]))
     if status.get("disturbed"):
-        status["warning"] += "; disturbed again: kept out of the verdicts"
+        status["warning"] += "; disturbed%s: kept out of the verdicts" % (
+            " again" if why.startswith("was disturbed") else "")
         print("  %s: %s again: kept, out of the verdicts" % (cell.id, status["disturbed"]),
               flush=True)
     _write_status(path, cell, status)
@@ -281,12 +285,13 @@ def retry_reason(outcome, status):
     if outcome != "succeeded":
         return "failed (%s)" % status["reason"] if CRASH.search(status.get("reason", "")) \
             else ""
-    # a cell salvaged after a fault (its warning) is not run again: its timing is whole
+    # a cell salvaged after a fault is not run again: its timing is whole, its profile not
     return "was %s" % status["disturbed"] if status.get("disturbed") and \
-        not status.get("warning") else ""
+        not (status.get("warning") or "").startswith(launch.SALVAGED) else ""
 
 
-def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=None):
+def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=None,
+             judge=True):
     """after: the expected seconds of the cells after this one and how many of them have no
     estimate (the run's ETA)."""
     shards = shard_index(cell, cell.nodes)
@@ -301,7 +306,7 @@ def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=N
     finally:
         status["fetched_files"] = collect.fetch_cell(path, status, nodes)
         status["interference"] = disturbance.per_node(path / cell.id)
-        if status["status"] == "succeeded":
+        if status["status"] == "succeeded" and judge:
             status["disturbed"] = disturbance.disturbed(status["interference"])
         _write_status(path, cell, status)
         _report(cell, status)
@@ -328,7 +333,9 @@ def _dry_run(cells, run_id, nodes, stack, expected):
     """Print the cells, their expected durations and each node's script exactly as a run
     renders it; changes nothing on any node (it only asks each its home directory, for `~/`
     paths)."""
-    print("%d cell(s):" % len(cells))
+    print("%d cell(s)%s:" % (len(cells), " in the order drawn for run %s (`--run %s` runs "
+                                          "them in this order)" % (run_id, run_id)
+                             if any(c.repeat for c in cells) else ""))
     for cell in cells:
         print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s%s"
               % (cell.id, cell.system, cell.nodes, cell.epochs, cell.steps_per_epoch,
@@ -431,7 +438,7 @@ def estimate_run(inventory_name, stack_name, profile, results, benchmarks=None, 
     run_id = "estimate-%s" % collect.new_run_id()
     return bench(inventory_name, stack_name, profile, results, run_id=run_id,
                  benchmarks=benchmarks, systems=systems, data=data, epochs=1,
-                 steps=estimate.ESTIMATE_STEPS, profile_steps=0)
+                 steps=estimate.ESTIMATE_STEPS, profile_steps=0, repeats=1)
 
 
 def check_hours(value):

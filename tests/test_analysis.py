@@ -678,3 +678,34 @@ def test_the_execution_table_shows_the_median_and_what_was_cut(tmp_path):
     (row,) = [l for l in text.splitlines() if l.startswith("| lenet5-cifar10 | pytorch-sync")
               and "| 1/1 |" in l]
     assert "1 outlier(s) left out, 10 warm-up step(s) found" in row
+
+
+def test_outliers_are_judged_within_their_epoch_and_a_short_first_epoch_is_searched():
+    """An uncached first epoch 6x slower than the later ones is not an outlier of the run; the
+    verdict profile's first epoch, 15 measured steps, is enough for MSER-5 (3 batches)."""
+    first = [0.9] * 5 + [0.6] * 10
+    samples, epochs, kept = tidy.cleaned(first + [0.1] * 20, [0] * 15 + [1] * 20)
+    assert kept == {"truncated": 5, "outliers": 0} and epochs.count(0) == 10
+    assert tidy.mser_cut([0.1] * 14) == 0  # 2 batches: nothing to find
+
+
+def test_a_repeat_without_a_value_is_left_out_of_the_prediction():
+    rng = stats.rng_for("nan")
+    rows = [stats.constant(10.0), stats.constant(12.0), stats.constant(float("nan"))]
+    boot = stats.over_repeats(rows, rng, [10.0, 12.0, float("nan")])
+    low, high = stats.interval(boot)
+    assert low == low and low < 10.0 and high > 12.0  # two repeats: t(1), wide, not NaN
+    one = stats.over_repeats(rows, rng, [10.0, float("nan"), float("nan")])
+    assert stats.interval(one) == (10.0, 10.0) or np.all(one == 10.0)
+
+
+def test_a_cell_with_one_usable_repeat_makes_the_verdicts_indicative(tmp_path):
+    """Three repeats planned, two of PyTorch's failed: its interval is one run's, and the
+    verdicts say so."""
+    cells = [fixtures.cell(b, s, t, repeat=r) for r in range(3)
+             for b, s, t in (("lenet5-cifar10", "tensorflow-sync", 265.0),
+                             ("lenet5-cifar10", "pytorch-sync", 100.0))]
+    cells = [dict(c, status="failed") if c["system"] == "pytorch-sync" and c["repeat"] else c
+             for c in cells]
+    text = report.build(fixtures.write_run(tmp_path, cells), quiet=True)["report"].read_text()
+    assert "**Some cells have one usable repeat: run-to-run variation was not measured.**" in text

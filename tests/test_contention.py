@@ -2,6 +2,7 @@
 verdicts; and the probe itself on the two layouts of the local cluster (own cores, shared).
 The emulated cluster's case (cgroup quotas adding up to more than the machine) is in
 tests/test_emulated_cluster.py."""
+import json
 import os
 
 import pytest
@@ -197,6 +198,21 @@ def test_a_recent_probe_of_the_same_nodes_is_taken_again(monkeypatch, tmp_path):
     assert len(runs) == 3
 
 
+def test_a_probe_from_an_older_rule_is_not_taken_again(monkeypatch, tmp_path):
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
+    runs = []
+    monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or probe(
+        445.0))
+    nodes = [type("N", (), {"name": "a", "host": FakeHost("a", "0")})()]
+    contention.measured_or_recent(nodes, {"a": "/env/python"}, now=1000.0)
+    path = contention._kept_path(nodes, {"a": "/env/python"})
+    old = json.loads(path.read_text())
+    del old["rule"]
+    path.write_text(json.dumps(old))
+    again = contention.measured_or_recent(nodes, {"a": "/env/python"}, now=1001.0)
+    assert len(runs) == 2 and "reused_after" not in again
+
+
 def test_a_probe_that_found_sharing_is_never_taken_again(monkeypatch, tmp_path):
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
     runs = []
@@ -241,7 +257,19 @@ def test_a_disturbed_cell_is_run_once_more_unless_it_was_salvaged():
     assert commands.retry_reason("succeeded", {"disturbed": why}) == "was " + why
     assert commands.retry_reason("succeeded", {"disturbed": why, "warning": "operator profile "
                                                "incomplete: ..."}) == ""
+    # any other warning (a process stopped after writing its result) is still run again
+    assert commands.retry_reason("succeeded", {"disturbed": why, "warning": "stopped after "
+                                               "writing its result: ..."}) == "was " + why
     assert commands.retry_reason("succeeded", {"disturbed": ""}) == ""
     assert commands.retry_reason("failed", {"reason": "node2/worker-1 exited with 139"}) == \
         "failed (node2/worker-1 exited with 139)"
     assert commands.retry_reason("failed", {"reason": "node2/worker-1 exited with 137"}) == ""
+
+
+def test_disturbance_is_acted_on_only_where_the_claims_can_be_judged():
+    from harness.run import disturbance
+    slow = type("B", (), {"slowness": 15.0})()
+    assert disturbance.judged(probe(445.0)) is True
+    assert disturbance.judged(probe(300.0)) is False  # the nodes share cores
+    assert disturbance.judged(probe(445.0), slow) is False  # emulated VMs
+    assert disturbance.judged(None) is True

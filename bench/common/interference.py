@@ -13,6 +13,7 @@ its lifetime, from the kernel's own counters (docs/methodology.md, "Interference
 Standard library and psutil, Python 3.6: it runs on the nodes.
 """
 import os
+import threading
 import time
 
 try:
@@ -21,6 +22,23 @@ except ImportError:  # a self-check without it: others' CPU is then not known
     psutil = None
 
 TICK = float(os.sysconf("SC_CLK_TCK"))
+
+
+def start(marker):
+    """A Tracker, or None where the kernel's counters cannot be read: the measurement is then
+    missing, never the cell's result."""
+    try:
+        return Tracker(marker)
+    except Exception:  # noqa: BLE001 (any failure here must not cost the result)
+        return None
+
+
+def finish(tracker):
+    """The tracker's figures, {} where there is none or reading them failed."""
+    try:
+        return tracker.finish() if tracker is not None else {}
+    except Exception:  # noqa: BLE001
+        return {}
 
 
 class Tracker(object):
@@ -33,6 +51,8 @@ class Tracker(object):
 
     def __init__(self, marker):
         self.marker = marker
+        self.cpus = os.sched_getaffinity(0)  # as started: a framework may rebind its thread
+        self.lock = threading.Lock()  # tick() runs in the sampler thread, finish() in main
         self.first = self.counters()
         self.seen = {}  # pid -> CPU seconds when last seen
         self.start_cpu = {}  # pid -> CPU seconds when first seen (0 if it started after us)
@@ -40,20 +60,20 @@ class Tracker(object):
         self.scan(initial=True)
 
     def counters(self):
-        cpus = os.sched_getaffinity(0)
-        busy, steal, total = _cpu_jiffies(cpus)
-        return {"time": time.time(), "cpus": len(cpus), "busy": busy / TICK,
+        busy, steal, total = _cpu_jiffies(self.cpus)
+        return {"time": time.time(), "cpus": len(self.cpus), "busy": busy / TICK,
                 "steal": steal / TICK, "total": total / TICK,
                 "pressure_cpu": _pressure_us("cpu"), "pressure_io": _pressure_us("io"),
                 "schedstat": _schedstat()}
 
     def note(self, pid, cpu, initial=False):
-        self.start_cpu.setdefault(pid, cpu if initial else 0.0)
-        self.seen[pid] = cpu
+        with self.lock:
+            self.start_cpu.setdefault(pid, cpu if initial else 0.0)
+            self.seen[pid] = cpu
 
     def scan(self, initial=False):
         self.scanned = time.time()
-        for pid, cpu in (_cell_cpu(self.marker) or {}).items():
+        for pid, cpu in (_cell_cpu(self.marker, self.cpus) or {}).items():
             self.note(pid, cpu, initial)
 
     def tick(self):
@@ -73,8 +93,9 @@ class Tracker(object):
     def finish(self):
         """The figures from the start to now (shares of 0..1; None where not known)."""
         self.scan()
-        cell = sum(cpu - self.start_cpu[pid] for pid, cpu in self.seen.items()) \
-            if psutil is not None else None
+        with self.lock:
+            cell = sum(cpu - self.start_cpu[pid] for pid, cpu in self.seen.items()) \
+                if psutil is not None else None
         return between(self.first, self.counters(), cell)
 
 
@@ -93,7 +114,8 @@ def between(first, last, cell_cpu):
             (b - a) / 1e6, wall)
     ran = last["schedstat"][0] - first["schedstat"][0]
     waited = last["schedstat"][1] - first["schedstat"][1]
-    out["runqueue_wait"] = round(waited / float(ran), 3) if ran > 0 else None
+    # threads that ended take their counts with them: never below 0
+    out["runqueue_wait"] = round(max(0.0, waited / float(ran)), 3) if ran > 0 else None
     return out
 
 
@@ -117,13 +139,12 @@ def _cpu_jiffies(cpus):
     return busy, steal, total
 
 
-def _cell_cpu(marker):
+def _cell_cpu(marker, mine):
     """pid -> CPU seconds so far of every process whose working directory holds marker and
     that may run only on this node's CPUs (nodes pinned to CPUs of one machine each count
     their own processes; unpinned nodes of one machine count all of the cell's)."""
     if psutil is None:
         return None
-    mine = os.sched_getaffinity(0)
     found = {}
     for proc in psutil.process_iter():
         try:

@@ -100,7 +100,10 @@ class StopRule(object):
     def decide(self, done, later_samples):
         """After `done` steps: stop? later_samples() -> the later epochs' step times."""
         if done >= self.ceiling:
-            self.reached = "ceiling" if self.precision else "fixed"
+            # a floor as high as the ceiling (the verdict profile's 2 epochs) leaves the rule
+            # nothing to decide: a fixed length, not a ceiling reached
+            self.reached = "ceiling" if self.precision and self.ceiling > self.floor \
+                else "fixed"
         elif self.precision and done >= self.floor and (done - self.floor) % self.check_every == 0:
             self.halfwidth = precision.relative_halfwidth(later_samples())
             known = self.halfwidth <= self.precision

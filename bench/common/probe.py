@@ -117,8 +117,8 @@ def settle(max_seconds):
     os.sync()
     synced = time.time() - began
     quiet, busiest, worst_io = 0, 0.0, 0.0
-    busy, io = 0.0, None
-    while quiet < QUIET_WINDOWS and time.time() - began < max_seconds:
+    busy, io = None, None
+    while quiet < QUIET_WINDOWS and (busy is None or time.time() - began < max_seconds):
         busy, io = window(cpus)
         busiest, worst_io = max(busiest, busy), max(worst_io, io or 0.0)
         calm = busy < QUIET_BUSY and (io is None or io < QUIET_IO)

@@ -40,8 +40,8 @@ def run(config, train, versions):
               "process_started": sampler.process.create_time(), "phase": "train",
               "environment": recorded_environment(config)}
     _BUILDING["result"] = result
-    sampler.tracker = interference.Tracker("/%s/%s/" % (config.get("run_id"),
-                                                      config.get("cell_id")))
+    sampler.tracker = interference.start("/%s/%s/" % (config.get("run_id"),
+                                                    config.get("cell_id")))
     try:
         result.update(train(config, sampler))
         result.update(lifetime(result))
@@ -54,7 +54,7 @@ def run(config, train, versions):
     finally:
         result["ended"] = time.time()
         sampler.stop(result["status"])
-        result["interference"] = sampler.tracker.finish()
+        result["interference"] = interference.finish(sampler.tracker)
         result["peak_rss_mb"] = sampler.peak_rss_mb
         write_json(os.path.join(out_dir, "result.json"), result)
     return result

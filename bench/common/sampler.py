@@ -29,7 +29,7 @@ class Sampler(object):
         self.started = time.time()
         self.peak_rss_mb = 0.0
         self._stop = threading.Event()
-        self.tracker = None  # interference.Tracker, ticked with every sample
+        self.tracker = None  # interference.Tracker (or None), ticked with every sample
         self._thread = threading.Thread(target=self._run, name="sampler")
         self._thread.daemon = True
 
@@ -64,7 +64,10 @@ class Sampler(object):
 
     def _sample(self):
         if self.tracker is not None:
-            self.tracker.tick()
+            try:
+                self.tracker.tick()
+            except Exception:  # noqa: BLE001 (a lost tick costs a figure, not the sample)
+                pass
         now = time.time()
         rss = self.process.memory_info().rss / MB
         children = 0.0

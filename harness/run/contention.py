@@ -123,7 +123,8 @@ def measured_or_recent(nodes, pythons, now=None):
     now = time.time() if now is None else now
     path = _kept_path(nodes, pythons)
     kept = last_measured(nodes, pythons)
-    if kept and not kept.get("shared") and 0 <= now - kept["measured_at"] < REUSE_SECONDS:
+    if kept and kept.get("rule") == RULE and not kept.get("shared") and \
+            0 <= now - kept["measured_at"] < REUSE_SECONDS:
         return dict(kept, reused_after=round(now - kept["measured_at"]))
     found = dict(measure(nodes, pythons), measured_at=now)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +199,7 @@ def _median(values):
 
 def node_text(name, v):
     """"node1 4% slower with the others running (rounds -1% to +6%), alone +-2%"."""
-    if v["together"] is None:
+    if v["together"] is None or v.get("loss_low") is None:
         return "%s %.0f alone" % (name, v["alone"])
     return "%s %s with the others running (rounds %+.0f%% to %+.0f%%; alone against itself " \
            "+-%.0f%%)" % (name, change(v["loss"]), -100 * v["loss_high"], -100 * v["loss_low"],

@@ -7,11 +7,21 @@ a CPU-bound cell by up to f / (1 - f); at 5% that is 5.3%, a fifth of the verdic
 (x/ 1.25) and no more than two runs of one cell on a quiet machine differ. A disturbed cell
 is run once more (the disturbed attempt kept in .attempts/ with its figures); one disturbed
 again is kept, marked, and left out of the verdicts (docs/methodology.md, "Interference").
+Where the nodes share cores or are emulated (judged()), it is measured and shown only.
 """
 import json
 
 BOUND = 0.05
 FIGURES = ("others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait")
+
+
+def judged(probe, bounds=None):
+    """Whether disturbance is acted on in this run: not where the probe found the nodes
+    sharing cores (their claims are not comparable whatever else runs, and on one machine
+    the other nodes' polls land on the same CPUs), nor on nodes 3x or more slower than an
+    ordinary machine's (emulated VMs, where the harness's own polls over SSH take a visible
+    share of a node). There it is measured and shown only."""
+    return not (probe or {}).get("shared") and (bounds.slowness if bounds else 1.0) < 3
 
 
 def per_node(cell_path):

@@ -19,6 +19,7 @@ from ..plan.matrix import SYSTEMS
 from ..paths import BENCH
 from .progress import CellProgress
 
+SALVAGED = "operator profile incomplete"  # the warning of a cell kept after a fault
 POLL_SECONDS = 1.0
 POLL_TIMEOUT = 5.0    # s a node may take to answer a poll before it is checked for life
 REACH_TIMEOUT = 3.0   # s its kernel may take to answer TCP (node.answers): else it is gone
@@ -348,8 +349,8 @@ def run_cell(cell, processes, timeout, status, save=lambda: None, after=(0.0, 0)
         if status["status"] == "failed" and status["reason"] != "interrupted" and \
                 not status["unreachable"] and timing_kept(processes):
             status.update(status="succeeded", reason="", warning=(
-                "operator profile incomplete: %s in the profiled steps; every worker's timed "
-                "steps were written before them and are kept" % status["reason"]))
+                "%s: %s in the profiled steps; every worker's timed steps were written before "
+                "them and are kept" % (SALVAGED, status["reason"])))
             print("  %s: %s" % (cell.id, status["warning"]), flush=True)
         lingered = ["%s %s" % (p.label, p.lingered) for p in processes if p.lingered]
         if status["status"] == "succeeded" and lingered:
