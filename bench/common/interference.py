@@ -16,6 +16,8 @@ import os
 import threading
 import time
 
+from .probe import pressure_us
+
 try:
     import psutil
 except ImportError:  # a self-check without it: others' CPU is then not known
@@ -63,7 +65,7 @@ class Tracker(object):
         busy, steal, total = _cpu_jiffies(self.cpus)
         return {"time": time.time(), "cpus": len(self.cpus), "busy": busy / TICK,
                 "steal": steal / TICK, "total": total / TICK,
-                "pressure_cpu": _pressure_us("cpu"), "pressure_io": _pressure_us("io"),
+                "pressure_cpu": pressure_us("cpu"), "pressure_io": pressure_us("io"),
                 "schedstat": _schedstat()}
 
     def note(self, pid, cpu, initial=False):
@@ -154,17 +156,6 @@ def _cell_cpu(marker, mine):
         except (psutil.Error, OSError):
             continue  # another user's, or gone
     return found
-
-
-def _pressure_us(kind):
-    try:
-        with open("/proc/pressure/%s" % kind) as handle:
-            for line in handle:
-                if line.startswith("some"):
-                    return int(line.split("total=")[1])
-    except (IOError, OSError, IndexError, ValueError):
-        return None
-    return None
 
 
 def _schedstat():
