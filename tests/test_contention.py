@@ -273,3 +273,49 @@ def test_disturbance_is_acted_on_only_where_the_claims_can_be_judged():
     assert disturbance.judged(probe(300.0)) is False  # the nodes share cores
     assert disturbance.judged(probe(445.0), slow) is False  # emulated VMs
     assert disturbance.judged(None) is True
+
+
+SIBLING = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from bench.common import interference
+tracker = interference.start(sys.argv[2])
+open("started", "w").close()
+while not os.path.exists("go"):
+    time.sleep(0.01)
+end = time.process_time() + 1.5  # a busy CPU, then out before the parent scans again
+while time.process_time() < end:
+    pass
+interference.finish(tracker)
+"""
+
+
+def test_a_sibling_that_exits_between_scans_is_not_counted_as_another_program(tmp_path,
+                                                                              monkeypatch):
+    """A cell process burns 1.5 s of CPU and exits between two scans of the tracker of a
+    process still running. Its time is the cell's: it once came out as others' CPU (ps and
+    workers of tensorflow-async saw 5-9% and were rerun, then left out, on a quiet machine)."""
+    import subprocess
+    import sys
+    import time
+    from bench.common import interference
+    from harness.paths import REPO
+    marker = "/run-1/cell-a/"
+    folder = tmp_path / "run-1" / "cell-a" / "worker-1"
+    folder.mkdir(parents=True)
+    child = subprocess.Popen([sys.executable, "-c", SIBLING, str(REPO), marker],
+                             cwd=str(folder))
+    while not (folder / "started").exists():
+        time.sleep(0.01)
+    monkeypatch.setattr(interference.Tracker, "SCAN_SECONDS", 3600.0)  # none till finish
+    tracker = interference.Tracker(marker)
+    assert child.pid in tracker.seen
+    (folder / "go").touch()
+    assert child.wait(timeout=60) == 0
+    final = (folder / interference.FINAL).read_text().split()
+    assert int(final[0]) == child.pid and float(final[1]) >= 1.5
+    found = tracker.finish()
+    cell = tracker.seen[child.pid] - tracker.start_cpu[child.pid]
+    assert cell >= 1.4, cell
+    # the 1.5 s with no FINAL would be 1.5 / (wall x CPUs) >= 1.5 / (2 x 2) of others
+    assert found["others_cpu"] < 0.15, found

@@ -12,6 +12,7 @@ its lifetime, from the kernel's own counters (docs/methodology.md, "Interference
 
 Standard library and psutil, Python 3.6: it runs on the nodes.
 """
+import atexit
 import os
 import threading
 import time
@@ -24,13 +25,19 @@ except ImportError:  # a self-check without it: others' CPU is then not known
     psutil = None
 
 TICK = float(os.sysconf("SC_CLK_TCK"))
+# Each process leaves its final CPU time here, in its own folder, as it finishes: a sibling
+# that exits between two scans would otherwise take the CPU it used since the last one with
+# it, and that time (up to SCAN_SECONDS of a busy CPU) would be counted as another program's.
+FINAL = "cpu_final.txt"
 
 
 def start(marker):
     """A Tracker, or None where the kernel's counters cannot be read: the measurement is then
     missing, never the cell's result."""
     try:
-        return Tracker(marker)
+        tracker = Tracker(marker)
+        atexit.register(_leave_final_cpu)  # again at the end: the result written, teardown
+        return tracker
     except Exception:  # noqa: BLE001 (any failure here must not cost the result)
         return None
 
@@ -57,6 +64,7 @@ class Tracker(object):
         self.lock = threading.Lock()  # tick() runs in the sampler thread, finish() in main
         self.first = self.counters()
         self.seen = {}  # pid -> CPU seconds when last seen
+        self.folders = {}  # pid -> its working directory (where it leaves FINAL)
         self.start_cpu = {}  # pid -> CPU seconds when first seen (0 if it started after us)
         self.scanned = 0.0
         self.scan(initial=True)
@@ -75,8 +83,14 @@ class Tracker(object):
 
     def scan(self, initial=False):
         self.scanned = time.time()
-        for pid, cpu in (_cell_cpu(self.marker, self.cpus) or {}).items():
+        found = _cell_cpu(self.marker, self.cpus) or {}
+        for pid, (cpu, folder) in found.items():
             self.note(pid, cpu, initial)
+            self.folders[pid] = folder
+        for pid in set(self.folders) - set(found):  # exited since: its own last word
+            final = _final_cpu(self.folders.pop(pid), pid)
+            if final is not None:
+                self.note(pid, max(final, self.seen.get(pid, 0.0)))
 
     def tick(self):
         if psutil is None:
@@ -93,7 +107,9 @@ class Tracker(object):
                 continue
 
     def finish(self):
-        """The figures from the start to now (shares of 0..1; None where not known)."""
+        """The figures from the start to now (shares of 0..1; None where not known); this
+        process's CPU time left in FINAL for the trackers of the processes still running."""
+        _leave_final_cpu()
         self.scan()
         with self.lock:
             cell = sum(cpu - self.start_cpu[pid] for pid, cpu in self.seen.items()) \
@@ -141,8 +157,27 @@ def _cpu_jiffies(cpus):
     return busy, steal, total
 
 
+def _leave_final_cpu():
+    times = os.times()
+    try:
+        with open(FINAL, "w") as handle:
+            handle.write("%d %.3f\n" % (os.getpid(), times[0] + times[1]))
+    except (IOError, OSError):
+        pass  # a read-only folder: the siblings keep the figure of their last scan
+
+
+def _final_cpu(folder, pid):
+    """The CPU seconds process `pid` left in `folder` as it finished, or None."""
+    try:
+        with open(os.path.join(folder, FINAL)) as handle:
+            left, cpu = handle.read().split()
+        return float(cpu) if int(left) == pid else None
+    except (IOError, OSError, ValueError):
+        return None
+
+
 def _cell_cpu(marker, mine):
-    """pid -> CPU seconds so far of every process whose working directory holds marker and
+    """pid -> (CPU seconds so far, working directory) of every process whose working directory holds marker and
     that may run only on this node's CPUs (nodes pinned to CPUs of one machine each count
     their own processes; unpinned nodes of one machine count all of the cell's)."""
     if psutil is None:
@@ -150,9 +185,10 @@ def _cell_cpu(marker, mine):
     found = {}
     for proc in psutil.process_iter():
         try:
-            if marker in proc.cwd() and set(proc.cpu_affinity()) <= mine:
+            folder = proc.cwd()
+            if marker in folder and set(proc.cpu_affinity()) <= mine:
                 times = proc.cpu_times()
-                found[proc.pid] = times.user + times.system
+                found[proc.pid] = (times.user + times.system, folder)
         except (psutil.Error, OSError):
             continue  # another user's, or gone
     return found
