@@ -319,3 +319,30 @@ def test_a_sibling_that_exits_between_scans_is_not_counted_as_another_program(tm
     assert cell >= 1.4, cell
     # the 1.5 s with no FINAL would be 1.5 / (wall x CPUs) >= 1.5 / (2 x 2) of others
     assert found["others_cpu"] < 0.15, found
+
+
+@pytest.mark.parametrize("speed, rounds", [(450.0, contention.ROUNDS), (20.0, 1)])
+def test_nodes_that_compute_as_emulated_cpus_get_one_round(monkeypatch, speed, rounds):
+    """Three VMs under QEMU's emulation (20 chunks/s against 470 for an ordinary machine):
+    one round, said so; the controls of five rounds outlasted CI's 20 minutes there."""
+    calls = {"alone": 0, "together": 0}
+    node = lambda name: type("N", (), {"name": name})()  # noqa: E731
+    nodes = [node("node%d" % i) for i in (1, 2, 3)]
+
+    def one(n, python, args=None):
+        calls["alone"] += 1
+        return {"chunks_per_s": speed, "steal": 0.0}
+
+    def together(ns, pythons, args=None):
+        if args:  # settling
+            return {n.name: {"waited": 1.0, "dirty_mb": 0.0, "quiet": True, "busy": 0.0,
+                             "io_stall": 0.0} for n in ns}
+        calls["together"] += 1
+        return {n.name: {"chunks_per_s": speed * 0.98, "steal": 0.0} for n in ns}
+    monkeypatch.setattr(contention, "run_one", one)
+    monkeypatch.setattr(contention, "run_together", together)
+    found = contention.measure(nodes, {n.name: "python3" for n in nodes})
+    assert calls == {"alone": 3 * (rounds + 1), "together": rounds}
+    assert found["rounds"] == rounds and not found["shared"]
+    assert bool(found["emulated"]) == (rounds == 1)
+    assert ("one round, not 5" in contention.describe(found)) == (rounds == 1)

@@ -265,3 +265,23 @@ def test_a_second_setup_in_one_process_keeps_the_probed_accelerator(monkeypatch,
     assert len(probes) == 1 and vagrant.vm_record() == first  # the second reused the probe
     monkeypatch.setenv("DLBENCH_VM_DRIVER", "kvm")  # the user's own choice still wins
     assert vagrant.machine_setup(progress=lambda *a: None)["why"] == "DLBENCH_VM_DRIVER"
+
+
+def test_a_daemon_pid_recorded_before_a_reboot_is_not_stopped(monkeypatch, tmp_path):
+    """CI's machine kept the record of an interrupted run (its cache survives): the libvirtd
+    pid in it now names another program, which `vagrant.down` must leave alone."""
+    import subprocess
+    from harness.clusters import libvirt
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        monkeypatch.setattr(libvirt, "state_path", lambda: tmp_path / "state.json")
+        monkeypatch.setattr(libvirt, "responding", lambda: False)
+        monkeypatch.setattr(libvirt, "remove_firewall_chains", lambda: None)
+        libvirt.write_state({"started": {"libvirtd": other.pid}, "ip_forward": None})
+        assert libvirt.is_daemon(other.pid, "sleep") and not libvirt.is_daemon(other.pid,
+                                                                                  "libvirtd")
+        assert libvirt.down(progress=lambda line: None) == []
+        assert other.poll() is None  # still running
+    finally:
+        other.kill()
+        other.wait()

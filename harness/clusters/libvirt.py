@@ -214,8 +214,9 @@ def down(progress=print):
             virsh("pool-undefine", POOL, check=False)
             done.append("pool %s removed" % POOL)
     for name, pid in reversed(list((state.get("started") or {}).items())):
-        stop_pid(pid)
-        done.append("%s (pid %d) stopped" % (name, pid))
+        if is_daemon(pid, name):  # a record from before a reboot names someone else's pid
+            stop_pid(pid)
+            done.append("%s (pid %d) stopped" % (name, pid))
     if state.get("started"):
         remove_firewall_chains()
         if state.get("ip_forward") is not None:
@@ -228,6 +229,14 @@ def down(progress=print):
     for line in done:
         progress(line)
     return done
+
+
+def is_daemon(pid, name):
+    """Whether `pid` still runs the program `name` (the kernel keeps 15 characters of it)."""
+    try:
+        return Path("/proc/%d/comm" % pid).read_text().strip() == name[:15]
+    except (OSError, TypeError):
+        return False
 
 
 def stop_pid(pid, seconds=15):
