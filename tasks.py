@@ -83,7 +83,8 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                 run="run id (default: a new one, the start time); an existing run is "
                     "resumed: its unfinished cells run, its succeeded ones are kept",
                 fail_fast="stop at the first failed cell (the rest stay pending, resumable)",
-                retry_failed="when resuming, run the failed cells again too",
+                retry_failed="when resuming, run the failed cells again too, and those "
+                             "disturbed in both attempts",
                 force="when resuming, run every cell again (earlier attempts are kept in "
                       ".attempts/)",
                 dry_run="print the cells, their estimates and each node's script as the run will "

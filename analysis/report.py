@@ -28,7 +28,7 @@ def build(run_path, quiet=False, out=None):
     records.to_csv(out / "records.csv", index=False)
     cells.to_csv(out / "cells.csv", index=False)
     groups.to_csv(out / "groups.csv", index=False)
-    summary = {}
+    summary = {"disturbed": disturbed_note(cells, manifest.get("run_id"))}
     blocks, pngs = sections(run_path, out, manifest, records, cells, groups, summary)
     (out / "report.md").write_text(render.markdown(blocks))
     (out / "report.html").write_text(render.to_html(blocks, "Reproduction report: run %s"
@@ -36,6 +36,8 @@ def build(run_path, quiet=False, out=None):
     if not quiet:
         print("report:  %s\n         %s\nfigures: %s" % (out / "report.md", out / "report.html",
                                                         ", ".join(pngs)))
+        if summary["disturbed"]:
+            print("disturbed: %s" % summary["disturbed"])
     return dict(summary, report=out / "report.md", html=out / "report.html", figures=pngs,
                 cells=cells, groups=groups)
 
@@ -79,7 +81,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += operators_section(out, records, ops, table, planned, figure, bed, moved)
     blocks += consistency_section(out, records, groups, table, manifest,
                                   network.table(groups, records, cells, manifest))
-    blocks += failures_section(cells)
+    blocks += failures_section(cells, manifest.get("run_id"))
     return blocks, pngs
 
 
@@ -554,7 +556,7 @@ def network_section(out, groups, records, cells, manifest, figure):
     return blocks
 
 
-def failures_section(cells):
+def failures_section(cells, run_id):
     failed = cells[cells.status != "succeeded"]
     items = ["`%s`: %s%s" % (r.cell_id, r.status, " (%s)" % r.reason if r.reason else "")
              for r in failed.itertuples()]
@@ -571,8 +573,26 @@ def failures_section(cells):
         blocks += [("p", "Cells disturbed in both attempts, shown but left out of the "
                          "verdicts:"),
                    ("list", ["`%s`: %s" % (r.cell_id, r.disturbed)
-                             for r in disturbed.itertuples()])]
+                             for r in disturbed.itertuples()]),
+                   ("p", "What to do: " + disturbed_note(cells, run_id).split(": ", 1)[1])]
     return blocks
+
+
+def disturbed_note(cells, run_id):
+    """"" or what the console and the report say when cells stayed disturbed: how many, the
+    worst figure, and what to do (the claims that need them are "not measured")."""
+    if "disturbed" not in cells:
+        return ""
+    hit = cells[cells.disturbed.fillna("") != ""]
+    if hit.empty:
+        return ""
+    worst = hit.others_cpu.max() if "others_cpu" in hit else None
+    return ("%d cell(s) disturbed in both attempts and left out of the claims (other "
+            "programs took up to %s of a node's CPUs; the bound is 5%%): stop what else runs "
+            "on the nodes, then `invoke bench --run %s --retry-failed`, `invoke collect --run "
+            "%s` and `invoke analyze --run %s`" % (
+                len(hit), "%.0f%%" % (100 * worst) if worst == worst and worst is not None
+                else "more than the bound", run_id, run_id, run_id))
 
 
 def provenance(manifest):

@@ -428,6 +428,8 @@ def reproduce(inventory_name, stack_name, profile, results, data=None):
     for text in built.get("against_paper") or []:
         print("  against the paper: %s" % text)
     print("  claims:  %s" % built.get("verdicts"))
+    if built.get("disturbed"):
+        print("  disturbed: %s" % built["disturbed"])
     return built
 
 

@@ -646,7 +646,14 @@ def test_a_disturbed_repeat_is_shown_and_left_out_of_the_verdicts(tmp_path):
     (g,) = groups.itertuples()
     assert g.execution_seconds == pytest.approx(100.0) and g.succeeded == 2 and g.disturbed == 1
     assert g.others_cpu == pytest.approx(0.31)
-    text = report.build(run, quiet=True)["report"].read_text()
+    built = report.build(run, quiet=True)
+    text = built["report"].read_text()
+    # the console's last word names them, the worst figure and what to do
+    run_id = json.loads((run / "manifest.json").read_text())["run_id"]
+    assert built["disturbed"].startswith("1 cell(s) disturbed in both attempts and left out "
+                                         "of the claims (other programs took up to 31% ")
+    assert "`invoke bench --run %s --retry-failed`" % run_id in built["disturbed"]
+    assert "What to do: stop what else runs on the nodes" in text
     (row,) = [l for l in text.splitlines() if l.startswith("| lenet5-cifar10 | pytorch-sync")
               and "| 2/3 |" in l]  # the execution table's
     assert "| 2/3 |" in row and "1 disturbed, left out" in row and "31.0% (+0.1%), wait 0.60" in row

@@ -62,3 +62,13 @@ def test_a_run_without_records_names_the_collect_to_run(tmp_path):
     with pytest.raises(UserError) as error:
         run.require_records()
     assert "invoke collect --run r1" in error.value.fix
+
+
+def test_retry_failed_runs_a_cell_disturbed_in_both_attempts_again():
+    """Left out of the verdicts, so --retry-failed runs it again; a calm one is kept."""
+    from harness.plan import resume
+    disturbed = {"status": "succeeded", "disturbed": "disturbed (node1: other programs 9% ...)"}
+    assert resume.should_run(disturbed, retry_failed=True, force=False)
+    assert not resume.should_run(disturbed, retry_failed=False, force=False)
+    assert not resume.should_run({"status": "succeeded", "disturbed": ""}, True, False)
+    assert resume.should_run({"status": "failed", "reason": "x"}, True, False)

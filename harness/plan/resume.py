@@ -30,17 +30,18 @@ def plan(path, options, retry_failed=False, force=False):
                         "leave them out to resume it, or start a new run (no --run)")
     run = RunFolder(path)
     cells = [cell_from(settings) for settings in run.manifest().get("cells", [])]
-    todo, kept = [], Counter()
+    todo, kept, disturbed = [], Counter(), 0
     for cell in cells:
         status = run.status(cell.id)
         if should_run(status, retry_failed, force):
             todo.append(cell)
         else:
             kept[status["status"]] += 1
+            disturbed += bool(status.get("disturbed"))
     print("resuming run %s: %d cell(s) to run; kept: %s%s"
           % (path.name, len(todo), ", ".join("%d %s" % (n, s) for s, n in sorted(kept.items()))
-             or "none", "" if retry_failed or force or not kept["failed"]
-             else " (--retry-failed reruns the failed ones)"), flush=True)
+             or "none", "" if retry_failed or force or not (kept["failed"] or disturbed)
+             else " (--retry-failed reruns the failed and the disturbed ones)"), flush=True)
     return cells, todo
 
 
@@ -50,7 +51,8 @@ def should_run(status, retry_failed, force):
         return True
     if state == "failed":
         return retry_failed or status.get("reason") == "interrupted"
-    return False
+    # disturbed in both attempts: left out of the verdicts, so run again like a failed one
+    return bool(retry_failed and status.get("disturbed"))
 
 
 def cell_from(settings):
