@@ -308,17 +308,19 @@ def test_a_sibling_that_exits_between_scans_is_not_counted_as_another_program(tm
     while not (folder / "started").exists():
         time.sleep(0.01)
     monkeypatch.setattr(interference.Tracker, "SCAN_SECONDS", 3600.0)  # none till finish
+    monkeypatch.chdir(tmp_path)  # where finish() leaves this process's own FINAL
     tracker = interference.Tracker(marker)
     assert child.pid in tracker.seen
     (folder / "go").touch()
     assert child.wait(timeout=60) == 0
     final = (folder / interference.FINAL).read_text().split()
     assert int(final[0]) == child.pid and float(final[1]) >= 1.5
-    found = tracker.finish()
+    tracker.finish()
+    # the cell's CPU (what finish() takes from the node's busy time) holds the 1.5 s; without
+    # FINAL it held the child's time at the first scan only. (Others' CPU itself is not
+    # asserted: it is whatever else this machine runs meanwhile.)
     cell = tracker.seen[child.pid] - tracker.start_cpu[child.pid]
     assert cell >= 1.4, cell
-    # the 1.5 s with no FINAL would be 1.5 / (wall x CPUs) >= 1.5 / (2 x 2) of others
-    assert found["others_cpu"] < 0.15, found
 
 
 @pytest.mark.parametrize("speed, rounds", [(450.0, contention.ROUNDS), (20.0, 1)])
@@ -326,7 +328,8 @@ def test_nodes_that_compute_as_emulated_cpus_get_one_round(monkeypatch, speed, r
     """Three VMs under QEMU's emulation (20 chunks/s against 470 for an ordinary machine):
     one round, said so; the controls of five rounds outlasted CI's 20 minutes there."""
     calls = {"alone": 0, "together": 0}
-    node = lambda name: type("N", (), {"name": name})()  # noqa: E731
+    host = type("H", (), {"connection": "ssh", "cpus": ""})()
+    node = lambda name: type("N", (), {"name": name, "host": host})()  # noqa: E731
     nodes = [node("node%d" % i) for i in (1, 2, 3)]
 
     def one(n, python, args=None):
@@ -344,5 +347,17 @@ def test_nodes_that_compute_as_emulated_cpus_get_one_round(monkeypatch, speed, r
     found = contention.measure(nodes, {n.name: "python3" for n in nodes})
     assert calls == {"alone": 3 * (rounds + 1), "together": rounds}
     assert found["rounds"] == rounds and not found["shared"]
-    assert bool(found["emulated"]) == (rounds == 1)
+    assert bool(found["short"]) == (rounds == 1)
     assert ("one round, not 5" in contention.describe(found)) == (rounds == 1)
+
+
+def test_nodes_the_inventory_puts_on_common_cpus_get_one_round():
+    host = lambda connection, cpus: type("H", (), {"connection": connection, "cpus": cpus})()
+    node = lambda h: type("N", (), {"host": h})()  # noqa: E731
+    pinned = [node(host("local", "0")), node(host("local", "1"))]
+    assert contention.overlapping(pinned) == ""
+    assert contention._cpu_set("0-2,5") == {0, 1, 2, 5}
+    shared = [node(host("local", "")) for _ in range(3)]  # local-shared: no pinning
+    assert "puts these 3 nodes on common CPUs" in contention.overlapping(shared)
+    assert contention.overlapping([node(host("local", "0-1")), node(host("local", "1"))])
+    assert contention.overlapping([node(host("ssh", "")) for _ in range(3)]) == ""
