@@ -36,11 +36,13 @@ def bound_bytes(system, parameters, nodes, manifest=None):
 
 
 def link_mbit(manifest):
-    """(rate, where it came from): the run's recorded link rate, else the paper's 1 Gbit/s."""
+    """(rate, where it came from): the run's recorded link rate, else 1 Gbit/s, the package's
+    assumption (the paper does not state its link: paper.yml, setup `link`)."""
     rate = (manifest.get("network") or {}).get("rate_mbit")
     if rate:
         return float(rate), "recorded for the run"
-    return float(ASSUMED_MBIT), "assumed: the paper's 1 Gbit/s"
+    return float(ASSUMED_MBIT), "assumed (the package's assumption: the paper does not " \
+        "state its link)"
 
 
 def rate_sentence(cells, manifest):

@@ -129,7 +129,8 @@ def test_the_link_rate_sentence_says_what_the_cells_recorded():
     mixed = network.rate_sentence(pd.DataFrame({"link_mbit": [50.0, None]}), {})
     assert "recorded per cell (50 Mbit/s); 1 cell(s) without a setting: 1000" in mixed
     assert network.rate_sentence(pd.DataFrame({"link_mbit": [None]}), {}) == \
-        "Link rate: 1000 Mbit/s, assumed: the paper's 1 Gbit/s."
+        "Link rate: 1000 Mbit/s, assumed (the package's assumption: the paper does not state its "
+        "link)."
 
 
 def test_fewer_bytes_than_the_bound_is_flagged_as_a_measurement_error():
