@@ -29,11 +29,11 @@ PAPER_BENCHMARKS = ["lenet5-cifar10", "alexnet-cifar10", "resnet18-cifar10",
 # which deviations of the setup bear on which kind of claim; any claim that compares
 # frameworks' times is "not comparable" on nodes that share cores or whose CPUs are emulated
 BEARING = {
-    "execution": ["shared_cores", "emulated_cpu", "threads", "nodes", "memory", "versions",
-                  "python", "link", "data", "steps", "epochs"],
+    "execution": ["shared_cores", "emulated_cpu", "cpu", "threads", "nodes", "memory",
+                  "versions", "python", "link", "data", "steps", "epochs"],
     "communication": ["shared_cores", "emulated_cpu", "threads", "nodes", "versions", "link",
                       "steps"],
-    "operators": ["shared_cores", "emulated_cpu", "threads", "versions", "python"],
+    "operators": ["shared_cores", "emulated_cpu", "cpu", "threads", "versions", "python"],
 }
 NOT_COMPARABLE = ("shared_cores", "emulated_cpu")
 

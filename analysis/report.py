@@ -273,6 +273,8 @@ def setup_section(bed):
                                         "facts)"}[bed["shares_cores"]] + (
                  " (measured: the contention probe below)" if any(
                      m.get("measured") for m in bed["machines"]) else ""),
+             "CPU: %s (paper: \"%s\", section IV-A)" % (
+                 " / ".join(testbed.cpu_models(bed)) or "not known (no host facts)", paper["cpu"]),
              "link: %s (paper: %s)" % (bed["link"]["text"], paper["link"]),
              "versions: " + "; ".join(versions),
              "Python: %s (paper %s)" % ("/".join(bed["python"]) or "?", paper["python"]),

@@ -73,7 +73,7 @@ def _nodes(manifest):
                     "cpus": host.get("cpus") or "", "machine": _machine_key(host, fact),
                     "logical_cpus": _usable_cpus(fact),
                     "physical_cores": fact.get("physical_cores"),
-                    "memory_mb": fact.get("memory_mb")})
+                    "memory_mb": fact.get("memory_mb"), "cpu_model": fact.get("cpu_model")})
     return out
 
 
@@ -231,6 +231,10 @@ def deviations(setup, paper):
             % ("/".join(map(str, threads)), paper["vcpus_per_node"]))
     if len(setup["nodes"]) != paper["nodes"]:
         add("nodes", "%d nodes (paper: %d)" % (len(setup["nodes"]), paper["nodes"]))
+    models = cpu_models(setup)
+    if models and not all(m.startswith("Intel") for m in models):
+        add("cpu", "%s (paper: \"%s\", section IV-A): which kernels a framework runs, and how "
+            "fast, depends on the CPU" % (" / ".join(models), paper["cpu"]))
     _version_deviations(setup, paper, add)
     if setup["link"]["kind"] in ("loopback", "shaped"):
         add("link", "%s (paper: %s)" % (setup["link"]["text"], paper["link"]))
@@ -238,6 +242,11 @@ def deviations(setup, paper):
         add("data", "synthetic data in the CIFAR format (paper: %s)" % paper["data"])
     _step_deviations(setup, add)
     return out
+
+
+def cpu_models(setup):
+    """The nodes' CPU models as their host facts name them (none without facts)."""
+    return sorted({n["cpu_model"] for n in setup["nodes"] if n.get("cpu_model")})
 
 
 def _release(version):

@@ -128,9 +128,9 @@ def test_the_link_rate_sentence_says_what_the_cells_recorded():
     assert network.rate_sentence(cells, {}) == "Link rate: recorded per cell (50 Mbit/s)."
     mixed = network.rate_sentence(pd.DataFrame({"link_mbit": [50.0, None]}), {})
     assert "recorded per cell (50 Mbit/s); 1 cell(s) without a setting: 1000" in mixed
-    assert network.rate_sentence(pd.DataFrame({"link_mbit": [None]}), {}) == \
-        "Link rate: 1000 Mbit/s, assumed (the package's assumption: the paper does not state its "
-        "link)."
+    assert network.rate_sentence(pd.DataFrame({"link_mbit": [None]}), {}) == (
+        "Link rate: 1000 Mbit/s, assumed (the package's assumption: the paper does not state "
+        "its link).")
 
 
 def test_fewer_bytes_than_the_bound_is_flagged_as_a_measurement_error():
@@ -717,3 +717,17 @@ def test_a_cell_with_one_usable_repeat_makes_the_verdicts_indicative(tmp_path):
              for c in cells]
     text = report.build(fixtures.write_run(tmp_path, cells), quiet=True)["report"].read_text()
     assert "**Some cells have one usable repeat: run-to-run variation was not measured.**" in text
+
+
+def test_a_cpu_other_than_the_papers_intel_is_a_deviation_named_beside_the_verdicts():
+    """The paper: "4 virtual CPUs (Intel Core Processor @ 2.2 GHz)" (IV-A); an AMD EPYC node
+    is a `cpu` deviation that bears on execution and operator claims."""
+    manifest = {"inventory": {"hosts": [{"name": "node1", "vcpus": 1, "connection": "local"}]},
+                "host_facts": {"node1": {"cpu_model": "AMD EPYC 7B13", "cpu_count": 2}}}
+    found = {d["key"]: d["text"] for d in testbed.describe(manifest)["deviations"]}
+    assert found["cpu"] == ('AMD EPYC 7B13 (paper: "Intel Core Processor @ 2.2 GHz", section '
+                            'IV-A): which kernels a framework runs, and how fast, depends on '
+                            'the CPU')
+    assert "cpu" in claims.BEARING["execution"] and "cpu" in claims.BEARING["operators"]
+    intel = dict(manifest, host_facts={"node1": {"cpu_model": "Intel(R) Xeon(R) Gold 6148"}})
+    assert "cpu" not in {d["key"] for d in testbed.describe(intel)["deviations"]}

@@ -1,0 +1,73 @@
+"""Every fact analysis/reference/paper.yml gives as the paper's carries the paper's own words
+and section, checked against the paper's text (../shared/paper.md beside the repository);
+what the paper does not state is marked so, and never given a quote."""
+import os
+import re
+
+import pytest
+import yaml
+
+from analysis import claims
+from harness.paths import REPO
+
+PAPER = REPO.parent / "shared" / "paper.md"
+REFERENCE = yaml.safe_load(claims.REFERENCE.read_text())
+
+
+def every_claim():
+    for group in ("headline", "sections", "operators"):
+        yield from REFERENCE[group]
+    yield from REFERENCE["table_v"]["claims"]
+
+
+def flat(text):
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def in_paper(quote, paper):
+    """Each piece of the quote (cut with "...") is in the paper's text, in order."""
+    at = 0
+    for piece in filter(None, (flat(p) for p in re.split(r"\.\.\.|…", quote))):
+        at = paper.find(piece, at)
+        if at < 0:
+            return False
+    return True
+
+
+def test_every_setup_value_says_where_it_comes_from():
+    sources = REFERENCE["sources"]
+    assert set(sources) == set(REFERENCE["setup"])
+    for key, source in sources.items():
+        quoted = bool(source.get("quote")) and bool(source.get("section"))
+        assert quoted or source.get("not_stated") or source.get("assumption"), key
+        if source.get("not_stated") and not source.get("quote"):
+            assert REFERENCE["setup"][key] == "not stated", key
+
+
+def test_every_claim_carries_the_papers_words_and_section():
+    found = list(every_claim())
+    assert len(found) == 25
+    for claim in found:
+        assert claim.get("quote") and claim.get("section"), claim["id"]
+
+
+@pytest.mark.skipif(not PAPER.is_file() and not os.environ.get("DLBENCH_CI"),
+                    reason="the paper's text is not beside the repository (../shared)")
+def test_every_quote_is_the_papers_own_words():
+    paper = flat(PAPER.read_text())
+    quotes = [(c["id"], c["quote"]) for c in every_claim()] + [
+        (k, s["quote"]) for k, s in REFERENCE["sources"].items() if s.get("quote")]
+    missing = [name for name, quote in quotes if not in_paper(quote, paper)]
+    assert not missing, missing
+    assert not in_paper("the paper's 1 Gbit/s link", paper)  # the check can fail
+
+
+def test_the_claims_once_misread_are_read_as_the_paper_states_them():
+    by_id = {c["id"]: c for c in every_claim()}
+    # V-E: "7.67X the time the MXNet counterpart takes", not PyTorch's
+    conv = by_id["op_resnet_conv_backward_tf_vs_mxnet"]
+    assert (conv["numerator"], conv["denominator"], conv["value"]) == (
+        "tensorflow-sync", "mxnet-sync", 7.67) and "MXNet counterpart" in conv["quote"]
+    # V-F: "MXNet need 1.42X less time"; Table V's own figures give 1.429
+    comm = by_id["comm_mxnet_async_vs_tf_async"]
+    assert comm["value"] == 1.42 and "1.42X" in comm["quote"] and "1.42x" in comm["text"]
