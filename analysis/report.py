@@ -235,7 +235,8 @@ def claims_section(groups, bed, moved=None, profile=None):
                   "still shown), not measured. Direction: whether the interval lies on the "
                   "paper's side of 1 (holds), on the other (contradicted), or holds 1 "
                   "(unclear), whatever the size. Deviations: the section above. %s." % tally)
-            ] + [("p", n) for n in notes] + claims_table(rows, moved, stamp), tally
+            ] + [("p", n) for n in notes] + claims_table(rows, moved, stamp) + [
+        ("p", claims.coverage_text())], tally
 
 
 def _interval(row):

@@ -731,3 +731,24 @@ def test_a_cpu_other_than_the_papers_intel_is_a_deviation_named_beside_the_verdi
     assert "cpu" in claims.BEARING["execution"] and "cpu" in claims.BEARING["operators"]
     intel = dict(manifest, host_facts={"node1": {"cpu_model": "Intel(R) Xeon(R) Gold 6148"}})
     assert "cpu" not in {d["key"] for d in testbed.describe(intel)["deviations"]}
+
+
+def test_a_per_benchmark_communication_claim_is_judged_on_communication_not_execution():
+    """AlexNet, V-C: TF-sync communicates 6.18x slower than MXNet-sync. Execution 300 s and
+    100 s (3x), communication 61.8 s and 10 s (6.18x): the claim reads 6.18, not 3."""
+    from analysis import stats
+    groups = pd.DataFrame([
+        {"benchmark": "alexnet-cifar10", "system": s, "succeeded": 1, "execution_seconds": e,
+         "execution_boot": stats.constant(e), "communication_total": c,
+         "communication_boot": stats.constant(c)}
+        for s, e, c in (("tensorflow-sync", 300.0, 61.8), ("mxnet-sync", 100.0, 10.0))])
+    reference = {"default_tolerance": 0.25, "floors": {"communication_s_per_step": 0.001},
+                 "sections": [{"id": "c", "text": "t", "benchmarks": ["alexnet-cifar10"],
+                               "measure": "communication", "numerator": "tensorflow-sync",
+                               "denominator": "mxnet-sync", "value": 6.18, "reading": "r"}]}
+    (row,) = claims.evaluate(groups, reference)
+    assert row["measured"] == pytest.approx(6.18) and row["kind"] == "communication"
+    assert row["text"] == "t (the package's reading: r)"
+    del reference["sections"][0]["measure"]
+    (row,) = claims.evaluate(groups, reference)
+    assert row["measured"] == pytest.approx(3.0) and row["kind"] == "execution"

@@ -46,7 +46,7 @@ def test_every_setup_value_says_where_it_comes_from():
 
 def test_every_claim_carries_the_papers_words_and_section():
     found = list(every_claim())
-    assert len(found) == 25
+    assert len(found) == 33
     for claim in found:
         assert claim.get("quote") and claim.get("section"), claim["id"]
 
@@ -71,3 +71,21 @@ def test_the_claims_once_misread_are_read_as_the_paper_states_them():
     # V-F: "MXNet need 1.42X less time"; Table V's own figures give 1.429
     comm = by_id["comm_mxnet_async_vs_tf_async"]
     assert comm["value"] == 1.42 and "1.42X" in comm["quote"] and "1.42x" in comm["text"]
+
+
+def test_the_coverage_table_names_every_claim_once_and_says_why_for_the_rest():
+    statements = yaml.safe_load(claims.COVERAGE.read_text())["statements"]
+    encoded = [s["encoded"] for s in statements if s.get("encoded")]
+    assert sorted(encoded) == sorted(c["id"] for c in every_claim())
+    assert all(s.get("why") for s in statements if not s.get("encoded"))
+    text = claims.coverage_text()
+    assert "%d statements" % len(statements) in text and "33 encoded" in text
+
+
+@pytest.mark.skipif(not PAPER.is_file() and not os.environ.get("DLBENCH_CI"),
+                    reason="the paper's text is not beside the repository (../shared)")
+def test_the_coverage_tables_quotes_are_the_papers_own_words():
+    paper = flat(PAPER.read_text())
+    statements = yaml.safe_load(claims.COVERAGE.read_text())["statements"]
+    missing = [s["quote"] for s in statements if not in_paper(s["quote"], paper)]
+    assert not missing, missing
