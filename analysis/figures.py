@@ -214,3 +214,39 @@ def operator_profile(table, benchmarks, out_stem, title, planned_systems=None):
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return save(fig, out_stem)
+
+
+def claims_forest(rows, out_stem, caveats=""):
+    """The claims at a glance: per ratio claim, the measured ratio with its 95% interval, the
+    paper's value (a diamond) and the tolerance band around it (shaded), on a log axis. A
+    claim with no measurement is listed with its verdict (in its label), not dropped; order
+    claims (no number in the paper) are left to the table."""
+    import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
+    ratio = [r for r in rows if isinstance(r.get("paper"), (int, float))]
+    fig, ax = plt.subplots(figsize=(8.5, 0.32 * len(ratio) + 1.4))
+    for y, row in enumerate(reversed(ratio)):
+        paper, tol = float(row["paper"]), float(row["tolerance"] or 0.0)
+        ax.fill_betweenx([y - 0.3, y + 0.3], paper / (1 + tol), paper * (1 + tol),
+                         color="#bab0ac", alpha=0.45, lw=0)
+        ax.plot([paper], [y], marker="D", color="black", ms=4)
+        measured = row.get("measured")
+        if isinstance(measured, (int, float)) and measured == measured:
+            low, high = row.get("low"), row.get("high")
+            if low is not None and high is not None and low == low and high == high:
+                ax.plot([low, high], [y, y], color="#4e79a7", lw=2)
+            ax.plot([measured], [y], marker="o", color="#4e79a7", ms=4)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=2))  # 0.5, 1, 2, 4, 8
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.axvline(1.0, color="grey", lw=0.6, ls=":")
+    ax.set_yticks(range(len(ratio)))
+    ax.set_yticklabels(["%s [%s]" % (r["id"], r["verdict"]) for r in reversed(ratio)],
+                       fontsize=6)
+    ax.set_ylim(-0.7, len(ratio) - 0.3)
+    ax.set_xlabel("ratio (log): measured, blue, with its 95% interval; paper, black diamond; "
+                  "tolerance band, grey", fontsize=7)
+    ax.set_title("The paper's claims%s" % (" (%s)" % caveats if caveats else ""), fontsize=9)
+    fig.subplots_adjust(left=0.42, right=0.97, top=1 - 0.5 / fig.get_figheight(),
+                        bottom=0.75 / fig.get_figheight())
+    return save(fig, out_stem)

@@ -58,8 +58,9 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += setup_section(bed)
     main = tidy.reference_groups(groups)  # the paper's network setting
     moved = explain.moves(run_path)
-    claim_blocks, summary["verdicts"] = claims_section(main, bed, moved,
-                                                       manifest.get("profile"))
+    claim_blocks, summary["verdicts"] = claims_section(
+        main, bed, moved, manifest.get("profile"),
+        lambda rows, caveats: figure(figures.claims_forest(rows, out / "claims", caveats)))
     blocks += claim_blocks
     summary["layout"] = bed["layout"]
     summary["against_paper"] = [d["text"] for d in bed["deviations"]
@@ -210,7 +211,8 @@ def evidence_notes(rows, groups, profile):
     return notes, stamp
 
 
-def claims_section(groups, bed, moved=None, profile=None):
+def claims_section(groups, bed, moved=None, profile=None, forest=None):
+    """forest(rows, caveats): the claims' figure, drawn first where given."""
     rows = claims.evaluate(groups, testbed=bed)
     counts = {}
     for c in rows:
@@ -218,7 +220,13 @@ def claims_section(groups, bed, moved=None, profile=None):
         counts[word] = counts.get(word, 0) + 1
     tally = ", ".join("%d %s" % (n, w) for w, n in sorted(counts.items()))
     notes, stamp = evidence_notes(rows, groups, profile)
-    return [("h2", "The paper's claims"),
+    caveats = ", ".join(c for c in (
+        "smoke: a check of the machinery" if profile == "smoke" else "",
+        "nodes share cores: not comparable" if bed.get("shares_cores") else "",
+        stamp.strip(", ")) if c)
+    shown = [("img", forest(rows, caveats), "The claims: measured ratio and 95% interval "
+              "against the paper's value and the tolerance band")] if forest else []
+    return [("h2", "The paper's claims")] + shown + [
             ("p", "Paper values from `analysis/reference/paper.yml`. Every time is the "
                   "paper-scale execution time: start-up + the steady step x the paper's "
                   "remaining steps (Table IV: 3,960 per worker), measured where a run made "

@@ -752,3 +752,40 @@ def test_a_per_benchmark_communication_claim_is_judged_on_communication_not_exec
     del reference["sections"][0]["measure"]
     (row,) = claims.evaluate(groups, reference)
     assert row["measured"] == pytest.approx(3.0) and row["kind"] == "execution"
+
+
+def test_the_claims_figure_comes_first_with_every_ratio_claim_and_the_runs_caveats(tmp_path):
+    """LeNet-5 with TF-sync at 100 s, MXNet-sync at 156 s and PyTorch at 87 s, one repeat: the
+    report opens its claims with the forest plot (claims.png), stamped indicative."""
+    import matplotlib.pyplot as plt
+    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+        ("tensorflow-sync", 100.0), ("mxnet-sync", 156.0), ("pytorch-sync", 87.0))]
+    run = fixtures.write_run(tmp_path, cells)
+    built = report.build(run, quiet=True)
+    text = built["report"].read_text()
+    claims_part = text.split("## The paper's claims", 1)[1]
+    assert claims_part.lstrip().startswith("![The claims: measured ratio")
+    assert (run / "analysis" / "claims.png").is_file()
+    rows = claims.evaluate(tidy.reference_groups(built["groups"]))
+    drawn = []
+    real = plt.subplots
+
+    def spy(*args, **kwargs):
+        fig, ax = real(*args, **kwargs)
+        drawn.append(ax)
+        return fig, ax
+    import analysis.figures as figs
+    figs.plt.subplots = spy
+    try:
+        figs.claims_forest(rows, tmp_path / "forest", "indicative")
+    finally:
+        figs.plt.subplots = real
+    (ax,) = drawn
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    numeric = [r for r in rows if isinstance(r["paper"], (int, float))]
+    ref = claims.load_reference()
+    valued = [c for c in ref["headline"] + ref["sections"] + ref["table_v"]["claims"]
+              if "value" in c]  # the order claims (no number) are the table's
+    assert len(labels) == len(numeric) == len(valued) == 22
+    assert "lenet_tf_sync_vs_mxnet_sync [" in " ".join(labels)
+    assert ax.get_title() == "The paper's claims (indicative)"
