@@ -45,6 +45,9 @@ def test_the_bundle_holds_the_run_and_says_what_it_shows(archive):
         assert "r1/" + name in names, name
     text = read(archive, "r1/ARTIFACT.md")
     assert "1 passed, 1 failed, 1 skipped" in text and "failed: tests.test_a::test_bad" in text
+    # requested, with the evidence: a committee awards badges, and Available needs a DOI
+    assert "## Available (requested)" in text and "No badge is claimed here." in text
+    assert "permanent public archive with a DOI" in text
     assert "| Synchronous: TensorFlow is slower than PyTorch by 2.65x on average | reproduced |" \
         in text
     assert len(read(archive, "r1/SHA256SUMS").splitlines()) == len(names) - 1

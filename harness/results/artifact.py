@@ -5,8 +5,9 @@ status files, every process's logs and results, the report in md and html, figur
   ENVIRONMENTS.json  each node's environments as installed (every package and version)
   PROVENANCE.json    the commit the run was made from and whether the tree was dirty, the
                      commit that made the archive, and the test results found (junit XML)
-  ARTIFACT.md        the run mapped to the ACM badges (Available, Functional, Results
-                     Reproduced): which tests ran and passed here, which claims were
+  ARTIFACT.md        the ACM badges requested (Available, Functional, Results Reproduced)
+                     and the evidence offered for each; a committee awards badges, this
+                     file awards none: which tests ran and passed here, which claims were
                      reproduced, not reproduced or inconclusive, and the setup's deviations
   SHA256SUMS         of every other file
 `--verify PATH` checks the sums, rebuilds the report from the archived records and manifest,
@@ -139,10 +140,15 @@ def badges(run, manifest, tests):
         tally[word] = tally.get(word, 0) + 1
     git = manifest.get("git") or {}
     lines = ["# Artifact of run %s" % run.name, "",
-             "## Available", "",
-             "This archive, with SHA256SUMS over every file; the package at commit %s%s."
-             % (git.get("commit"), " (with uncommitted changes)" if git.get("dirty") else ""),
-             "", "## Functional", ""]
+             "The badges requested of an artifact evaluation committee, which awards them, "
+             "and the evidence this archive offers for each. No badge is claimed here.", "",
+             "## Available (requested)", "",
+             "This archive, with SHA256SUMS over every file; the package at commit %s%s. "
+             "The badge needs the artifact on a permanent public archive with a DOI "
+             "(Zenodo, for one): this archive alone does not meet it until it is deposited "
+             "there." % (git.get("commit"), " (with uncommitted changes)"
+                         if git.get("dirty") else ""),
+             "", "## Functional (requested)", ""]
     if tests:
         lines.append("Tests run on this setup (`make test`): %d passed, %d failed, %d skipped."
                      % (len(tests["passed"]), len(tests["failed"]), len(tests["skipped"])))
@@ -150,7 +156,7 @@ def badges(run, manifest, tests):
     else:
         lines.append("No test results found on this setup (`make test` writes "
                      "results/tests/junit.xml): not shown to be functional here.")
-    lines += ["", "## Results Reproduced", "",
+    lines += ["", "## Results Reproduced (requested)", "",
               "The paper's claims in this run: %s." % ", ".join(
                   "%d %s" % (n, w) for w, n in sorted(tally.items())), "",
               "| claim | verdict |", "|---|---|"]
