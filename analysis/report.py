@@ -484,7 +484,9 @@ def execution_section(fig3, groups, manifest=None):
 def consistency_section(out, records, groups, table, manifest, net=None):
     checks = consistency.run_all(records, groups, table, manifest, net)
     checks.to_csv(out / "consistency.csv", index=False)
-    failed = checks[~checks.ok]
+    can_fail = checks[checks.not_applicable == ""]
+    failed = can_fail[~can_fail.ok]
+    reasons = sorted(set(checks.not_applicable) - {""})
     blocks = [("h2", "Internal consistency"),
               ("p", "Checked in every analysis: Fig. 3 against the breakdown's sum; the steady "
                     "wall step against the phase timers' step (for a coordinator: against a "
@@ -494,8 +496,10 @@ def consistency_section(out, records, groups, table, manifest, net=None):
                     "longer than its profiled step); the bytes each node sent per step against "
                     "the fewest the placement of the roles allows; where the roles ran as Slurm "
                     "job steps with accounting, Slurm's MaxRSS of each step against the "
-                    "sampler's peak. %d of %d checks pass."
-                    % (len(checks) - len(failed), len(checks)))]
+                    "sampler's peak. %d of the %d checks that can fail on this setup pass%s."
+                    % (len(can_fail) - len(failed), len(can_fail), "; %d more shown but not "
+                       "counted, as they cannot fail here (%s)" % (
+                           len(checks) - len(can_fail), "; ".join(reasons)) if reasons else ""))]
     if len(failed):
         blocks.append(("p", "**Warning**: %d check(s) failed; the figures are below. Where "
                             "nodes share cores, profiled steps run beside the other workers "
@@ -504,7 +508,8 @@ def consistency_section(out, records, groups, table, manifest, net=None):
     return blocks + [("table", ["check", "benchmark", "system", "value", "against", "ratio",
                                 "accepted", "result"],
                       [[r.check, r.benchmark, r.system, "%.4g" % r.value, "%.4g" % r.against,
-                        _num(r.ratio, "%.3f"), r.accepted, "ok" if r.ok else "WARNING"]
+                        _num(r.ratio, "%.3f"), r.accepted, "not counted" if r.not_applicable
+                        else "ok" if r.ok else "WARNING"]
                        for r in checks.itertuples()])]
 
 

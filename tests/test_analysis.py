@@ -789,3 +789,27 @@ def test_the_claims_figure_comes_first_with_every_ratio_claim_and_the_runs_cavea
     assert len(labels) == len(numeric) == len(valued) == 22
     assert "lenet_tf_sync_vs_mxnet_sync [" in " ".join(labels)
     assert ax.get_title() == "The paper's claims (indicative)"
+
+
+def test_the_consistency_tally_counts_only_checks_that_can_fail_here(tmp_path):
+    """fig3_vs_breakdown holds by construction, and bytes_vs_bound cannot fail on loopback:
+    both shown as not counted, with why; the tally is over the rest."""
+    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+        ("tensorflow-sync", 100.0), ("pytorch-sync", 87.0))]
+    run = fixtures.write_run(tmp_path, cells)
+    manifest = json.loads((run / "manifest.json").read_text())
+    groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
+    checks = consistency.run_all(pd.DataFrame({"metric": []}), groups, pd.DataFrame(), manifest)
+    by = dict(zip(checks.check, checks.not_applicable))
+    assert by["fig3_vs_breakdown"] == consistency.IDENTITY
+    counted = checks[checks.not_applicable == ""]
+    assert "fig3_vs_breakdown" not in set(counted.check) and len(counted) == 2  # wall_vs_timers
+    text = report.build(run, quiet=True)["report"].read_text()  # 3 nodes on their own links
+    assert "4 of the 4 checks that can fail on this setup pass; 2 more shown but not " \
+        "counted, as they cannot fail here (holds by construction" in text
+    lo = [dict(h, cluster_interface="lo") for h in manifest["inventory"]["hosts"]]
+    run = fixtures.write_run(tmp_path / "lo", cells, manifest={
+        "inventory": dict(manifest["inventory"], hosts=lo)})
+    text = report.build(run, quiet=True)["report"].read_text()
+    assert "2 of the 2 checks that can fail on this setup pass; 4 more shown but not " \
+        "counted" in text and "cannot fail on loopback" in text
