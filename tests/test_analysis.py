@@ -813,3 +813,15 @@ def test_the_consistency_tally_counts_only_checks_that_can_fail_here(tmp_path):
     text = report.build(run, quiet=True)["report"].read_text()
     assert "2 of the 2 checks that can fail on this setup pass; 4 more shown but not " \
         "counted" in text and "cannot fail on loopback" in text
+
+
+def test_table_v_puts_the_papers_mean_beside_a_mean_over_the_same_benchmarks_only(tmp_path):
+    """The paper's 1741.81 s is a mean over four CIFAR-10 benchmarks: beside a LeNet-5-only
+    mean it is marked not comparable, not set side by side."""
+    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+        ("tensorflow-sync", 100.0), ("pytorch-sync", 87.0))]
+    text = report.build(fixtures.write_run(tmp_path, cells), quiet=True)["report"].read_text()
+    (row,) = [l for l in text.splitlines() if l.startswith("| tensorflow-sync | ")
+              and "| 1 of 4 |" in l]
+    assert row.endswith("| not comparable (1741.81 over 4) |")
+    assert "| 1741.81 |" not in text
