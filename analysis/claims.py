@@ -187,8 +187,9 @@ def _judge(row, verdict, measured, of):
     benchmarks were measured; the interval's own verdict then stays in the basis (and in
     `interval_verdict`, which a comparison of two runs reads)."""
     row = dict(row, interval_verdict=verdict)
-    if any(d["key"] in NOT_COMPARABLE for d in row["deviation_list"]):
-        return dict(row, verdict="not comparable",
+    if any(d["key"] in NOT_COMPARABLE for d in row["deviation_list"]):  # partial stays seen
+        return dict(row, verdict="not comparable" + (" (partial, %d of %d)" % (measured, of)
+                                                      if measured < of else ""),
                     basis="%s; the interval alone: %s" % (row["basis"], verdict))
     if measured < of:
         return dict(row, verdict="partial (%d of %d)" % (measured, of),
@@ -230,6 +231,9 @@ def _table_v_claim(claim, values, benchmarks, context):
         if counts and min(counts) < len(benchmarks) and row["verdict"] not in (
                 "not measured", "not comparable", "inconclusive"):
             row = dict(row, verdict="partial (%d of %d)" % (min(counts), len(benchmarks)))
+        elif counts and min(counts) < len(benchmarks) and row["verdict"] == "not comparable":
+            row = dict(row, verdict="not comparable (partial, %d of %d)" % (
+                min(counts), len(benchmarks)))
         return row
     here = {s: v for (b, s), v in pooled.items() if s in claim["among"]}
     return _order(_row(claim, None, None, context, "communication"), here, [claim["least"]],

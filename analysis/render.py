@@ -77,6 +77,6 @@ def _td(value):
     word = text.split(", indicative")[0]  # a verdict keeps its colour when it is indicative
     css = {"reproduced": "reproduced", "not reproduced": "notrep", "not measured": "not",
            "not comparable": "not", "inconclusive": "warn", "WARNING": "warn"}.get(
-        word, "warn" if text.startswith("partial (") else None)
+        word.split(" (")[0], "warn" if text.startswith("partial (") else None)
     return "<td class='%s'>%s</td>" % (css, _inline(text)) if css else \
         "<td>%s</td>" % _inline(text)

@@ -107,7 +107,7 @@ def test_table_v_and_breakdown_totals(tmp_path):
     assert set(groups.communication_total.round(6)) == {round(100 - 3959 * 0.06, 6)}
     text = (report.build(run, quiet=True)["report"]).read_text()
     # Table V averages the CIFAR-10 experiments only: 2 of its 4 benchmarks here
-    assert "| pytorch-sync | -137.54 | 2 of 4 | 869.51 |" in text
+    assert "| pytorch-sync | -137.54 | 2 of 4 | not comparable (869.51 over 4) |" in text
 
 
 def test_bandwidth_bound():
@@ -825,3 +825,15 @@ def test_table_v_puts_the_papers_mean_beside_a_mean_over_the_same_benchmarks_onl
               and "| 1 of 4 |" in l]
     assert row.endswith("| not comparable (1741.81 over 4) |")
     assert "| 1741.81 |" not in text
+
+
+def test_partial_stays_visible_on_a_claim_that_is_not_comparable(tmp_path):
+    """Nodes that share cores, LeNet-5 only: the 2.65x average is not comparable and
+    measured on 1 of 6 benchmarks; the verdict says both (once it said only the first)."""
+    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+        ("tensorflow-sync", 100.0), ("pytorch-sync", 87.0), ("mxnet-sync", 156.0))]
+    run = fixtures.write_run(tmp_path, cells, manifest=SHARED)
+    claim = verdicts(run, testbed.describe(json_of(run / "manifest.json")))
+    assert claim["tf_sync_vs_pytorch_sync"]["verdict"] == "not comparable (partial, 1 of 6)"
+    assert claim["comm_pytorch_vs_tf_sync"]["verdict"] == "not comparable (partial, 1 of 4)"
+    assert claim["lenet_tf_sync_vs_mxnet_sync"]["verdict"] == "not comparable"
