@@ -99,9 +99,9 @@ def scaling_section(out, groups, figure):
         blocks.append(("img", figure(figures.scaling(table, out / "scaling")),
                        "Speedup and scaling efficiency"))
     blocks.append(("table", ["benchmark", "system", "links", "nodes", "images/s", "speedup",
-                             "efficiency"],
+                             "efficiency", "note"],
                    [[r.benchmark, r.system, r.link or "-", r.nodes, _num(r.images_per_s, "%.1f"),
-                     _num(r.speedup, "%.2f"), _num(r.efficiency, "%.2f")]
+                     _num(r.speedup, "%.2f"), _num(r.efficiency, "%.2f"), r.note or "-"]
                     for r in table.itertuples()]))
     return blocks
 

@@ -301,8 +301,11 @@ def reference_groups(groups):
 def scaling_table(groups, local_batch=42):
     """Per benchmark, system-mode and link: throughput (images/s over all workers) at each
     node count, speedup over one node, and scaling efficiency = speedup / nodes."""
-    ok = groups[(groups.succeeded > 0) & groups.step.notna()].copy()
-    ok["images_per_s"] = ok.nodes * local_batch / ok.step
+    # a node count whose cells were all disturbed stays as a row that says so: a sweep with
+    # a missing point would look complete
+    left_out = groups.disturbed if "disturbed" in groups else 0
+    ok = groups[((groups.succeeded > 0) & groups.step.notna()) | (left_out > 0)].copy()
+    ok["images_per_s"] = ok.nodes * local_batch / ok.step.where(ok.succeeded > 0)
     rows = []
     for key, group in ok.groupby(["benchmark", "system", "link"], sort=False):
         single = group[group.nodes == 1].images_per_s
@@ -311,6 +314,8 @@ def scaling_table(groups, local_batch=42):
             speedup = r.images_per_s / base
             rows.append({"benchmark": key[0], "system": key[1], "link": key[2],
                          "nodes": r.nodes, "images_per_s": r.images_per_s,
-                         "speedup": speedup, "efficiency": speedup / r.nodes})
+                         "speedup": speedup, "efficiency": speedup / r.nodes,
+                         "note": "" if r.succeeded > 0 else
+                         "disturbed in both attempts, left out"})
     return pd.DataFrame(rows, columns=["benchmark", "system", "link", "nodes", "images_per_s",
-                                       "speedup", "efficiency"])
+                                       "speedup", "efficiency", "note"])

@@ -837,3 +837,24 @@ def test_partial_stays_visible_on_a_claim_that_is_not_comparable(tmp_path):
     assert claim["tf_sync_vs_pytorch_sync"]["verdict"] == "not comparable (partial, 1 of 6)"
     assert claim["comm_pytorch_vs_tf_sync"]["verdict"] == "not comparable (partial, 1 of 4)"
     assert claim["lenet_tf_sync_vs_mxnet_sync"]["verdict"] == "not comparable"
+
+
+def test_a_node_count_disturbed_in_both_attempts_stays_in_the_scaling_table(tmp_path):
+    """CI lost tensorflow-async's 2-node row without a word when that cell stayed disturbed;
+    it is a row that says so, its figures empty."""
+    cells = []
+    for nodes, step in ((1, 1.0), (2, 1.25)):
+        phases = {"loading": 0.0, "forward": step / 2, "backward": step / 2,
+                  "communication": 0.0}
+        cells.append(fixtures.cell("lenet5-cifar10", "tensorflow-async", step * 3960,
+                                   phases=phases, nodes=nodes,
+                                   disturbed="disturbed (node1: ...)" if nodes == 2 else ""))
+    run = fixtures.write_run(tmp_path, cells)
+    groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
+    table = tidy.scaling_table(groups).set_index("nodes")
+    assert table.index.tolist() == [1, 2]
+    assert table.note[2] == "disturbed in both attempts, left out"
+    assert math.isnan(table.speedup[2]) and table.speedup[1] == 1.0
+    text = report.build(run, quiet=True)["report"].read_text()
+    assert "| lenet5-cifar10 | tensorflow-async | - | 2 | - | - | - | disturbed in both " \
+        "attempts, left out |" in text
