@@ -66,6 +66,7 @@ def same_math_text(manifest):
 
 def _nodes(manifest):
     facts = manifest.get("host_facts") or {}
+    seen = manifest.get("cpu") or {}  # read by the run's own processes
     out = []
     for host in manifest.get("inventory", {}).get("hosts", []):
         fact = facts.get(host["name"]) or {}
@@ -73,7 +74,9 @@ def _nodes(manifest):
                     "cpus": host.get("cpus") or "", "machine": _machine_key(host, fact),
                     "logical_cpus": _usable_cpus(fact),
                     "physical_cores": fact.get("physical_cores"),
-                    "memory_mb": fact.get("memory_mb"), "cpu_model": fact.get("cpu_model")})
+                    "memory_mb": fact.get("memory_mb"),
+                    "cpu": seen.get(host["name"]) or (
+                        {"model": fact["cpu_model"]} if fact.get("cpu_model") else None)})
     return out
 
 
@@ -233,8 +236,9 @@ def deviations(setup, paper):
         add("nodes", "%d nodes (paper: %d)" % (len(setup["nodes"]), paper["nodes"]))
     models = cpu_models(setup)
     if models and not all(m.startswith("Intel") for m in models):
-        add("cpu", "%s (paper: \"%s\", section IV-A): which kernels a framework runs, and how "
-            "fast, depends on the CPU" % (" / ".join(models), paper["cpu"]))
+        add("cpu", "%s (paper: \"%s\", section IV-A, its instruction sets not stated): which "
+            "kernels a framework runs, and how fast, depends on the CPU" % (
+                " / ".join(models), paper["cpu"]))
     _version_deviations(setup, paper, add)
     if setup["link"]["kind"] in ("loopback", "shaped"):
         add("link", "%s (paper: %s)" % (setup["link"]["text"], paper["link"]))
@@ -245,8 +249,22 @@ def deviations(setup, paper):
 
 
 def cpu_models(setup):
-    """The nodes' CPU models as their host facts name them (none without facts)."""
-    return sorted({n["cpu_model"] for n in setup["nodes"] if n.get("cpu_model")})
+    """The nodes' CPUs in words (bench/common/cpuinfo.py): as the run's processes read them,
+    else the model provisioning's host facts name (none without either)."""
+    return sorted({cpu_text(n["cpu"]) for n in setup["nodes"] if n.get("cpu")})
+
+
+def cpu_text(cpu):
+    """"AMD EPYC 7B13, AVX2, AVX-512F, 2 thread(s) per core, under a hypervisor"; the model
+    alone where only provisioning's facts name it."""
+    if cpu.get("isa") is None:
+        return cpu.get("model") or "?"
+    parts = [cpu.get("model") or "?"] + (cpu["isa"] or ["no AVX2"])
+    if cpu.get("threads_per_core"):
+        parts.append("%d thread(s) per core" % cpu["threads_per_core"])
+    if cpu.get("hypervisor"):
+        parts.append("under a hypervisor")
+    return ", ".join(parts)
 
 
 def _release(version):

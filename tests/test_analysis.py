@@ -726,11 +726,30 @@ def test_a_cpu_other_than_the_papers_intel_is_a_deviation_named_beside_the_verdi
                 "host_facts": {"node1": {"cpu_model": "AMD EPYC 7B13", "cpu_count": 2}}}
     found = {d["key"]: d["text"] for d in testbed.describe(manifest)["deviations"]}
     assert found["cpu"] == ('AMD EPYC 7B13 (paper: "Intel Core Processor @ 2.2 GHz", section '
-                            'IV-A): which kernels a framework runs, and how fast, depends on '
-                            'the CPU')
+                            'IV-A, its instruction sets not stated): which kernels a framework '
+                            'runs, and how fast, depends on the CPU')
     assert "cpu" in claims.BEARING["execution"] and "cpu" in claims.BEARING["operators"]
     intel = dict(manifest, host_facts={"node1": {"cpu_model": "Intel(R) Xeon(R) Gold 6148"}})
     assert "cpu" not in {d["key"] for d in testbed.describe(intel)["deviations"]}
+    # as the run's own processes read it (bench/common/cpuinfo.py), before provisioning's
+    seen = dict(manifest, cpu={"node1": {"model": "AMD EPYC 9B14", "isa": [
+        "AVX2", "AVX-512F", "AVX-512 VNNI", "AVX-512 BF16"], "hypervisor": True,
+        "threads_per_core": 2, "mhz": 2600}})
+    found = {d["key"]: d["text"] for d in testbed.describe(seen)["deviations"]}
+    assert found["cpu"].startswith("AMD EPYC 9B14, AVX2, AVX-512F, AVX-512 VNNI, AVX-512 BF16, "
+                                   "2 thread(s) per core, under a hypervisor (paper: ")
+
+
+def test_the_cpu_is_read_from_proc_cpuinfo_as_the_kernels_see_it(tmp_path):
+    from bench.common import cpuinfo
+    (tmp_path / "cpuinfo").write_text(
+        "processor\t: 0\nmodel name\t: AMD EPYC 7B13\ncpu MHz\t\t: 2449.998\n"
+        "siblings\t: 4\ncpu cores\t: 2\nflags\t\t: fpu sse2 avx avx2 avx512f avx512_vnni "
+        "hypervisor\n\nprocessor\t: 1\nmodel name\t: other\n")
+    assert cpuinfo.describe(str(tmp_path / "cpuinfo")) == {
+        "model": "AMD EPYC 7B13", "isa": ["AVX2", "AVX-512F", "AVX-512 VNNI"],
+        "hypervisor": True, "mhz": 2450, "threads_per_core": 2}
+    assert cpuinfo.describe(str(tmp_path / "missing")) == {}
 
 
 def test_a_per_benchmark_communication_claim_is_judged_on_communication_not_execution():

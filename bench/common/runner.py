@@ -8,7 +8,7 @@ import sys
 import time
 import traceback
 
-from . import cellconfig, interference
+from . import cellconfig, cpuinfo, interference
 from .results import write_json
 from .sampler import Sampler
 
@@ -38,7 +38,7 @@ def run(config, train, versions):
               "python": platform.python_version(), "pid": os.getpid(),
               "started": time.time(), "status": "running",
               "process_started": sampler.process.create_time(), "phase": "train",
-              "environment": recorded_environment(config)}
+              "environment": recorded_environment(config), "cpu": cpuinfo.describe()}
     _BUILDING["result"] = result
     sampler.tracker = interference.start("/%s/%s/" % (config.get("run_id"),
                                                     config.get("cell_id")))

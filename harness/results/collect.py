@@ -107,6 +107,7 @@ def finish_manifest(path, nodes):
     # the versions of the envs of the run's own stack (provisioning writes one file per stack)
     manifest["installed"] = {node.name: _node_json(node, "envs-%s.json" % stack)
                              for node in nodes}
+    manifest["cpu"] = cpus_seen(path)
     manifest["setup"] = setup_flags(manifest)
     manifest["interference"] = {s["cell_id"]: {"nodes": s.get("interference") or {},
                                                "disturbed": s.get("disturbed") or ""}
@@ -114,6 +115,21 @@ def finish_manifest(path, nodes):
     manifest["ended"] = time.time()
     run.write_manifest(manifest)
     return manifest
+
+
+def cpus_seen(path):
+    """node -> its CPU as a process of the run read it (bench/common/cpuinfo.py), the newest
+    result's: the CPU the run ran on, not the one provisioning saw."""
+    found = {}
+    for result_file in sorted(Path(path).glob("*/*/*/result.json"),
+                              key=lambda p: p.stat().st_mtime):
+        try:
+            cpu = json.loads(result_file.read_text()).get("cpu")
+        except (OSError, ValueError):
+            continue
+        if cpu:
+            found[result_file.parent.parent.name] = cpu
+    return found
 
 
 def _node_json(node, name):
