@@ -52,8 +52,9 @@ def mark_missing(ax, x, state):
 
 
 def execution_time(groups, out_stem, planned_systems=None):
-    """Fig. 3: paper-scale execution time per benchmark, one bar per system-mode, log y, its
-    start-up part hatched, the 95% interval as the error bar."""
+    """Fig. 3: paper-scale execution time per benchmark (projected from the measured steps),
+    one bar per system-mode, log y, the 95% interval as the error bar; start-up as a tick at
+    its own height (parts do not stack on a log axis)."""
     benchmarks = list(dict.fromkeys(groups.benchmark))
     systems = ordered_systems(list(groups.system) + list(planned_systems or []))
     index = groups.set_index(["benchmark", "system"])
@@ -70,15 +71,17 @@ def execution_time(groups, out_stem, planned_systems=None):
         errors = np.nan_to_num(np.vstack([heights - low, high - heights]).clip(min=0))
         ax.bar(x, heights, width, yerr=errors, label=system, color=COLOURS.get(system),
                capsize=2)
-        ax.bar(x, [r.startup if k else np.nan for r, k in zip(rows, ok)], width, fill=False,
-               hatch="///", edgecolor="black", lw=0, label="start-up" if i == 0 else None)
+        ax.plot(x, [r.startup if k else np.nan for r, k in zip(rows, ok)], ls="none",
+                marker="_", ms=max(4.0, 200 * width), mew=1.5, color="black",
+                label="start-up (its own height)" if i == 0 else None)
         for xi, row, height in zip(x, rows, heights):
             if not np.isfinite(height):
                 mark_missing(ax, xi, "not run" if row is None else row.status)
     ax.set_yscale("log")
     ax.set_xticks(np.arange(len(benchmarks)))
     ax.set_xticklabels(benchmarks, rotation=15)
-    return finish(fig, ax, out_stem, "Execution time at the paper's length (cf. paper Fig. 3)",
+    return finish(fig, ax, out_stem, "Execution time projected to the paper's length "
+                  "(cf. paper Fig. 3)",
                   "execution time (s, log scale)", legend=7, outside=True)
 
 
@@ -104,7 +107,7 @@ def breakdown(groups, benchmark, out_stem, planned_systems=None):
             mark_missing(ax, xi, here.loc[system].status)
     ax.set_xticks(x)
     ax.set_xticklabels(systems, rotation=20, fontsize=8)
-    return finish(fig, ax, out_stem, "Breakdown of execution time at the paper's length (%s)"
+    return finish(fig, ax, out_stem, "Breakdown of execution time, projected to the paper's length (%s)"
                   % benchmark, "time over the run (s)", outside=True)
 
 

@@ -459,7 +459,7 @@ def execution_section(fig3, groups, manifest=None):
                   + STEADY + " (the paper's " + PAPER + " steps less the first, which is in "
                   "start-up), with "
                   "its 95% interval; CV over repeats; per-step phase means in seconds. Fig. 3 "
-                  "draws the paper-scale time, start-up hatched. Before the mean, each "
+                  "draws the paper-scale time, start-up as a tick at its own height. Before the mean, each "
                   "process's measured steps lose a warm-up found in the data (MSER-5) and "
                   "the outliers (a step over 5x the median); the flag counts them, and the "
                   "median step shows beside the mean. Interference: what else ran "
