@@ -72,17 +72,25 @@ def execution_time(groups, out_stem, planned_systems=None):
         ax.bar(x, heights, width, yerr=errors, label=system, color=COLOURS.get(system),
                capsize=2)
         ax.plot(x, [r.startup if k else np.nan for r, k in zip(rows, ok)], ls="none",
-                marker="_", ms=max(4.0, 200 * width), mew=1.5, color="black",
-                label="start-up (its own height)" if i == 0 else None)
+                marker="_", ms=max(4.0, 200 * width), mew=1.5, color="black")
         for xi, row, height in zip(x, rows, heights):
             if not np.isfinite(height):
-                mark_missing(ax, xi, "not run" if row is None else row.status)
+                mark_missing(ax, xi, "not run" if row is None else _state(row))
+    ax.plot([], [], ls="none", marker="_", ms=10, mew=1.5, color="black",
+            label="start-up (its own height)")
     ax.set_yscale("log")
     ax.set_xticks(np.arange(len(benchmarks)))
     ax.set_xticklabels(benchmarks, rotation=15)
     return finish(fig, ax, out_stem, "Execution time projected to the paper's length "
                   "(cf. paper Fig. 3)",
                   "execution time (s, log scale)", legend=7, outside=True)
+
+
+def _state(group):
+    """Why a planned group has no bar: its status, or that its cells stayed disturbed."""
+    if not group.succeeded and getattr(group, "disturbed", 0):
+        return "disturbed, left out"
+    return group.status
 
 
 def breakdown(groups, benchmark, out_stem, planned_systems=None):
@@ -104,7 +112,7 @@ def breakdown(groups, benchmark, out_stem, planned_systems=None):
         if system not in here.index:
             mark_missing(ax, xi, "not run")
         elif not here.loc[system].succeeded:
-            mark_missing(ax, xi, here.loc[system].status)
+            mark_missing(ax, xi, _state(here.loc[system]))
     ax.set_xticks(x)
     ax.set_xticklabels(systems, rotation=20, fontsize=8)
     return finish(fig, ax, out_stem, "Breakdown of execution time, projected to the paper's length (%s)"

@@ -877,3 +877,11 @@ def test_a_node_count_disturbed_in_both_attempts_stays_in_the_scaling_table(tmp_
     text = report.build(run, quiet=True)["report"].read_text()
     assert "| lenet5-cifar10 | tensorflow-async | - | 2 | - | - | - | disturbed in both " \
         "attempts, left out |" in text
+
+
+def test_a_group_left_out_as_disturbed_is_marked_so_on_the_figures_not_as_succeeded():
+    from analysis import figures
+    group = pd.Series({"succeeded": 0, "disturbed": 1, "status": "succeeded"})
+    assert figures._state(group) == "disturbed, left out"
+    assert figures._state(pd.Series({"succeeded": 0, "disturbed": 0,
+                                     "status": "failed"})) == "failed"
