@@ -361,3 +361,18 @@ def test_nodes_the_inventory_puts_on_common_cpus_get_one_round():
     assert "puts these 3 nodes on common CPUs" in contention.overlapping(shared)
     assert contention.overlapping([node(host("local", "0-1")), node(host("local", "1"))])
     assert contention.overlapping([node(host("ssh", "")) for _ in range(3)]) == ""
+
+
+def test_a_slow_scan_is_made_less_often(monkeypatch):
+    """On an emulated CPU a scan of the process table takes long: the tracker then scans at
+    most SCAN_SHARE of the time (a scan of 0.2 s: every 10 s, not every 2 s)."""
+    from bench.common import interference
+    clock = iter([100.0, 100.2, 200.0, 200.001])
+    monkeypatch.setattr(interference.time, "time", lambda: next(clock))
+    monkeypatch.setattr(interference, "_cell_cpu", lambda marker, cpus: {})
+    tracker = interference.Tracker.__new__(interference.Tracker)
+    tracker.marker, tracker.cpus, tracker.folders = "/r/c/", {0}, {}
+    tracker.scan()
+    assert tracker.every == pytest.approx(10.0)
+    tracker.scan()
+    assert tracker.every == interference.Tracker.SCAN_SECONDS

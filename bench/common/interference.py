@@ -53,10 +53,12 @@ def finish(tracker):
 class Tracker(object):
     """The counters at the start and the end of the process, and in between the CPU time of
     the cell's processes as last seen: one that exits (a loader worker, another role) keeps
-    the time it had. tick() is the sampler thread's (its own subtree every call, a scan of
-    every process every SCAN_SECONDS: the scan reads each process's working directory)."""
+    the time it had. tick() is the sampler thread's (its own subtree, as the sampler found
+    it, every call; a scan of every process every SCAN_SECONDS, or less often where a scan
+    takes more than SCAN_SHARE of that: the scan reads each process's working directory)."""
 
     SCAN_SECONDS = 2.0  # a scan of 65 processes took 0.7 ms here
+    SCAN_SHARE = 0.02  # at most this share of the time in scans: slower CPUs scan less often
 
     def __init__(self, marker):
         self.marker = marker
@@ -67,6 +69,7 @@ class Tracker(object):
         self.folders = {}  # pid -> its working directory (where it leaves FINAL)
         self.start_cpu = {}  # pid -> CPU seconds when first seen (0 if it started after us)
         self.scanned = 0.0
+        self.every = self.SCAN_SECONDS
         self.scan(initial=True)
 
     def counters(self):
@@ -82,8 +85,9 @@ class Tracker(object):
             self.seen[pid] = cpu
 
     def scan(self, initial=False):
-        self.scanned = time.time()
+        began = self.scanned = time.time()
         found = _cell_cpu(self.marker, self.cpus) or {}
+        self.every = max(self.SCAN_SECONDS, (time.time() - began) / self.SCAN_SHARE)
         for pid, (cpu, folder) in found.items():
             self.note(pid, cpu, initial)
             self.folders[pid] = folder
@@ -92,14 +96,14 @@ class Tracker(object):
             if final is not None:
                 self.note(pid, max(final, self.seen.get(pid, 0.0)))
 
-    def tick(self):
+    def tick(self, subtree=()):
+        """subtree: this process's descendants as the sampler found them this sample."""
         if psutil is None:
             return
-        if time.time() - self.scanned >= self.SCAN_SECONDS:
+        if time.time() - self.scanned >= self.every:
             self.scan()
             return
-        me = psutil.Process()
-        for proc in [me] + me.children(recursive=True):
+        for proc in [psutil.Process()] + list(subtree):
             try:
                 times = proc.cpu_times()
                 self.note(proc.pid, times.user + times.system)
