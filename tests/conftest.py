@@ -9,6 +9,10 @@ import pytest
 from harness.paths import REPO
 
 INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
+# One round of the contention probe in every bench the tests run (its line says so): their
+# subject is rarely the probe, and five rounds cost 15-30 s a bench. The probe's own tests
+# ask for the five (tests/test_contention.py, tests/test_emulated_cluster.py).
+os.environ.setdefault("DLBENCH_PROBE_ROUNDS", "1")
 
 
 def invoke(*args, check=True, env=None):

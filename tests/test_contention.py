@@ -157,7 +157,7 @@ def measure(inventory_name):
     nodes = nodes_mod.connect_all(inv)
     env = stacks.load("current").env("pytorch")
     found = contention.measure(nodes, {n.name: env.python(n.path(n.host.env_root))
-                                       for n in nodes})
+                                       for n in nodes}, rounds=contention.ROUNDS)
     print("\n%s: %s" % (inventory_name, contention.describe(found)))
     return found
 
@@ -344,7 +344,8 @@ def test_nodes_that_compute_as_emulated_cpus_get_one_round(monkeypatch, speed, r
         return {n.name: {"chunks_per_s": speed * 0.98, "steal": 0.0} for n in ns}
     monkeypatch.setattr(contention, "run_one", one)
     monkeypatch.setattr(contention, "run_together", together)
-    found = contention.measure(nodes, {n.name: "python3" for n in nodes})
+    found = contention.measure(nodes, {n.name: "python3" for n in nodes},
+                               rounds=contention.ROUNDS)
     assert calls == {"alone": 3 * (rounds + 1), "together": rounds}
     assert found["rounds"] == rounds and not found["shared"]
     assert bool(found["short"]) == (rounds == 1)
@@ -376,3 +377,24 @@ def test_a_slow_scan_is_made_less_often(monkeypatch):
     assert tracker.every == pytest.approx(10.0)
     tracker.scan()
     assert tracker.every == interference.Tracker.SCAN_SECONDS
+
+
+def test_fewer_rounds_on_request_are_said_and_not_reused_by_a_full_probe(monkeypatch, tmp_path):
+    monkeypatch.setenv(contention.ROUNDS_VARIABLE, "2")
+    assert contention.rounds_wanted() == 2
+    monkeypatch.setenv(contention.ROUNDS_VARIABLE, "0")
+    with pytest.raises(contention.UserError):
+        contention.rounds_wanted()
+    monkeypatch.setenv(contention.ROUNDS_VARIABLE, "1")
+    monkeypatch.setattr(contention, "cache_dir", lambda: tmp_path)
+    runs = []
+    monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or dict(
+        probe(445.0), rounds_wanted=contention.rounds_wanted()))
+    node = type("N", (), {"name": "a", "host": type("H", (), dict(
+        address="x", connection="ssh", cpus="", vcpus=1, workdir="w"))()})()
+    contention.measured_or_recent([node], {"a": "/env/python"}, now=1000.0)
+    contention.measured_or_recent([node], {"a": "/env/python"}, now=1001.0)
+    assert runs == [1]  # one round, reused by another one-round run
+    monkeypatch.delenv(contention.ROUNDS_VARIABLE)
+    contention.measured_or_recent([node], {"a": "/env/python"}, now=1002.0)
+    assert runs == [1, 1]  # a full probe is wanted: measured again

@@ -246,6 +246,6 @@ def test_the_probe_finds_cgroup_quotas_that_add_up_to_more_than_the_machine(netn
     nodes_ = nodes.connect_all(inventory.load("netns"))
     env = stacks.load("current").env("pytorch")
     found = contention.measure(nodes_, {n.name: env.python(n.path(n.host.env_root))
-                                        for n in nodes_})
+                                        for n in nodes_}, rounds=contention.ROUNDS)
     print("\nnetns: %s" % contention.describe(found))
     assert found["shared"] is True and found["worst_loss"] > 0.2
