@@ -255,3 +255,10 @@ def test_the_verdict_profile_runs_three_repeats_in_one_seeded_random_order():
     assert 3 * cells[0].total_steps <= 160
     assert {c.repeat for c in matrix.plan("smoke", 3, order_seed=7)} == {0}
     assert len(matrix.plan("verdict", 3, repeats=1)) == 30
+
+
+def test_slow_nodes_are_sampled_less_often():
+    """Emulated VMs (22x slower: a lease of 22 x 30 s) sample every 11 s, not every 0.5 s:
+    each sample walks the process table on the VM's one emulated vCPU."""
+    assert launch.sample_interval(launch.LEASE_SECONDS) == launch.TRAINING["sample_interval"]
+    assert launch.sample_interval(22 * launch.LEASE_SECONDS) == pytest.approx(11.0)

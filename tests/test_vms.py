@@ -127,10 +127,13 @@ def test_the_vms_reach_each_other_on_the_package_network(vms):
         assert reached.stdout.strip() == "ok", reached.stderr
 
 
-@pytest.mark.timeout(1800)  # provisioning the three VMs (its fixture) took 312-539 s of it
+@pytest.mark.timeout(2700)  # provisioning the three VMs (its fixture) took 312-780 s of it
 def test_a_system_mode_end_to_end_through_the_vms(provisioned_vms, tmp_path):
+    # no operator profile: its subject is the path through the VMs (the profiler is the
+    # local cluster's tests'), and five profiled steps of emulated MXNet take minutes
     out = timed("bench", "--inventory", "vagrant", *STACK, "--systems", SYSTEM,
-                "--benchmarks", "lenet5-cifar10", "--results", str(tmp_path), env=SIZE).stdout
+                "--benchmarks", "lenet5-cifar10", "--profile-steps", "0",
+                "--results", str(tmp_path), env=SIZE).stdout
     assert "1 succeeded, 0 failed" in out, out
     timed("collect", "--inventory", "vagrant", "--results", str(tmp_path), env=SIZE)
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]

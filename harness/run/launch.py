@@ -76,6 +76,13 @@ def environment():
     return env
 
 
+def sample_interval(lease):
+    """The sampler's period, times the nodes' slowness (the lease carries it): each sample
+    walks the process table, 2-5 ms here and 50x that on an emulated CPU, where three roles
+    sampling twice a second took half of a VM's one vCPU."""
+    return TRAINING["sample_interval"] * max(1.0, lease / float(LEASE_SECONDS))
+
+
 def prepare(cell, run_id, nodes, stack, shards, lease=LEASE_SECONDS):
     """The processes of a cell with their rendered scripts and cell.json; `~/` paths are
     made absolute with each node's home (node.path asks it once)."""
@@ -105,7 +112,7 @@ def prepare(cell, run_id, nodes, stack, shards, lease=LEASE_SECONDS):
             profiler_services=layout.profiler_services(cell, nodes),
             profiler_port=layout.profiler_port(cell, node, role),
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),
-            init_checksum=checksum)
+            init_checksum=checksum, sample_interval=sample_interval(lease))
         variables = dict(config, system=cell.system, code_dir=workdir + "/code",
                          lease_seconds=int(lease),
                          python=python_rel.python(node.path(host.env_root)),
