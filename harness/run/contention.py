@@ -167,9 +167,9 @@ def emulated(alone):
     judged and disturbance there is shown only (harness/run/disturbance.py), and each probe is
     a Python started on an emulated CPU: the controls of ROUNDS rounds, 23 starts on 3 VMs,
     outlasted CI's 20 minutes for the whole VM test."""
-    speeds = [v[0] for v in alone.values() if v and v[0]]
-    ratio = estimate.PRIOR_SPEED / min(speeds) if speeds else 1.0
-    if ratio < estimate.SLOW_NODES:
+    ratio = estimate.slowness({"nodes": {name: {"alone": v[0] if v else None}
+                                         for name, v in alone.items()}})
+    if ratio == 1.0:  # below SLOW_NODES, slowness says 1
         return ""
     return "the nodes compute %.0fx slower than an ordinary machine (emulated): one round, " \
         "not %d" % (ratio, ROUNDS)
