@@ -82,7 +82,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += operators_section(out, records, ops, table, planned, figure, bed, moved)
     blocks += consistency_section(out, records, groups, table, manifest,
                                   network.table(groups, records, cells, manifest))
-    blocks += failures_section(cells, manifest.get("run_id"))
+    blocks += failures_section(cells, summary["disturbed"])
     return blocks, pngs
 
 
@@ -577,7 +577,7 @@ def network_section(out, groups, records, cells, manifest, figure):
     return blocks
 
 
-def failures_section(cells, run_id):
+def failures_section(cells, disturbed_text):
     failed = cells[cells.status != "succeeded"]
     items = ["`%s`: %s%s" % (r.cell_id, r.status, " (%s)" % r.reason if r.reason else "")
              for r in failed.itertuples()]
@@ -595,7 +595,7 @@ def failures_section(cells, run_id):
                          "verdicts:"),
                    ("list", ["`%s`: %s" % (r.cell_id, r.disturbed)
                              for r in disturbed.itertuples()]),
-                   ("p", "What to do: " + disturbed_note(cells, run_id).split(": ", 1)[1])]
+                   ("p", "What to do: " + disturbed_text.split(": ", 1)[1])]
     return blocks
 
 
