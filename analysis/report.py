@@ -274,7 +274,7 @@ def setup_section(bed):
                        if s["adaptive"] else "%d epoch(s) x %d = %d" % (
                            s["epochs"], s["steps_per_epoch"], s["steps"]))
                       for s in bed["steps"]["run"]) or "?"
-    facts = ["nodes: %d (paper %d, %d vCPUs and %d MB each, one VM per node)"
+    facts = ["nodes: %d (paper %d VMs, %d vCPUs and %d MB each)"
              % (len(bed["nodes"]), paper["nodes"], paper["vcpus_per_node"],
                 paper["memory_mb_per_node"])] + (
                  ["layout on this machine: %s" % bed["layout"]] if bed["layout"] else []) + [
@@ -292,6 +292,7 @@ def setup_section(bed):
              % (steps, paper["epochs"], paper["steps_per_epoch"], bed["steps"]["paper"]),
              "same arithmetic in every framework: %s" % bed["same_math"]] + vm_facts(bed)
     blocks = [("h2", "The setup beside the paper's"), ("list", facts),
+              ("p", testbed.sources_text()),
               ("table", ["machine's nodes", "logical CPUs", "physical cores",
                          "compute threads given", "CPU affinity", "cores shared", "memory MB"]
                + (["VM accelerator"] if accelerator else []), machines)]

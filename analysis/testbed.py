@@ -19,6 +19,23 @@ def paper_setup(path=REFERENCE):
     return yaml.safe_load(Path(path).read_text())["setup"]
 
 
+def sources_text(path=REFERENCE):
+    """Where each of the paper's setup values above comes from (paper.yml `sources`): its
+    section, "not stated", or the package's reading, grouped."""
+    groups = {}
+    for key, source in yaml.safe_load(Path(path).read_text())["sources"].items():
+        section = str(source.get("section") or "")
+        where = (section if section.startswith("Table") else "section " + section) \
+            if section else "not stated"
+        if source.get("assumption"):
+            where = "the package's reading" + (" of %s" % where if section else "")
+        elif source.get("not_stated") and source.get("section"):
+            where = "not stated (%s gives only part)" % where
+        groups.setdefault(where, []).append(key)
+    return "The paper's setup values: %s." % "; ".join(
+        "%s: %s" % (", ".join(keys), where) for where, keys in groups.items())
+
+
 def describe(manifest, paper=None):
     """{machines, nodes, shares_cores, link, versions, python, data, steps, deviations}."""
     paper = paper or paper_setup()

@@ -89,3 +89,11 @@ def test_the_coverage_tables_quotes_are_the_papers_own_words():
     statements = yaml.safe_load(claims.COVERAGE.read_text())["statements"]
     missing = [s["quote"] for s in statements if not in_paper(s["quote"], paper)]
     assert not missing, missing
+
+
+def test_the_report_says_where_each_of_the_papers_setup_values_comes_from():
+    from analysis import testbed
+    text = testbed.sources_text()
+    assert "nodes, vcpus_per_node, cpu, disk, python, versions: section IV-A" in text
+    assert "link, os, threads: not stated" in text and "steps_per_epoch: Table IV" in text
+    assert "memory_mb_per_node: the package's reading of section IV-A" in text
