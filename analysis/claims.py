@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+import registry
+
 from . import stats
 from .tidy import PAPER_STEPS
 
@@ -36,6 +38,12 @@ BEARING = {
                       "steps"],
     "operators": ["shared_cores", "emulated_cpu", "cpu", "threads", "versions", "python"],
 }
+# deviations that bear on these kinds of claim, and only on the claims that compare one of
+# their `systems` (system-modes)
+SYSTEM_BEARING = {"tf_kernels": ("execution", "communication", "operators"),
+                  "kernels": ("execution", "communication", "operators"),
+                  "placement": ("execution", "communication"),
+                  "async_communication": ("communication",)}
 NOT_COMPARABLE = ("shared_cores", "emulated_cpu")
 
 
@@ -269,8 +277,23 @@ def _order(row, values, systems, what):
     return _judge(found, verdict, 1, 1)
 
 
+def _bears(deviation, claim, kind):
+    if deviation["key"] in SYSTEM_BEARING:
+        return kind in SYSTEM_BEARING[deviation["key"]] and bool(
+            set(deviation.get("systems") or ()) & claim_systems(claim))
+    return deviation["key"] in BEARING[kind]
+
+
+def claim_systems(claim):
+    """The system-modes a claim compares: every one for a ranking ("the fastest", "slower
+    than the others"), which measures them all."""
+    if claim.get("fastest") or claim.get("slower_than_all_others"):
+        return set(registry.systems())
+    return {claim[k] for k in ("numerator", "denominator") if claim.get(k)}
+
+
 def _row(claim, paper, tolerance, context, kind):
-    bearing = [d for d in context["deviations"] if d["key"] in BEARING[kind]]
+    bearing = [d for d in context["deviations"] if _bears(d, claim, kind)]
     text = claim["text"] + (" (the package's reading: %s)" % claim["reading"]
                             if claim.get("reading") else "")
     return {"id": claim["id"], "text": text, "section": claim.get("section", ""),

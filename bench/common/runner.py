@@ -26,8 +26,9 @@ def load_config(argv):
 _BUILDING = {}
 
 
-def run(config, train, versions):
-    """Call train(config, sampler) -> dict and write result.json with provenance either way."""
+def run(config, train, versions, kernels=None):
+    """Call train(config, sampler) -> dict and write result.json with provenance either way;
+    kernels() -> what the framework says it dispatches to (see read_kernels)."""
     # A framework that crashes in native code (SIGSEGV, SIGABRT) leaves no Python traceback:
     # this prints every thread's stack to the log first.
     faulthandler.enable(all_threads=True)
@@ -38,7 +39,8 @@ def run(config, train, versions):
               "python": platform.python_version(), "pid": os.getpid(),
               "started": time.time(), "status": "running",
               "process_started": sampler.process.create_time(), "phase": "train",
-              "environment": recorded_environment(config), "cpu": cpuinfo.describe()}
+              "environment": recorded_environment(config), "cpu": cpuinfo.describe(),
+              "kernels": read_kernels(kernels)}
     _BUILDING["result"] = result
     sampler.tracker = interference.start("/%s/%s/" % (config.get("run_id"),
                                                     config.get("cell_id")))
@@ -58,6 +60,20 @@ def run(config, train, versions):
         result["peak_rss_mb"] = sampler.peak_rss_mb
         write_json(os.path.join(out_dir, "result.json"), result)
     return result
+
+
+def read_kernels(kernels):
+    """{library, isa, read}: the kernel library the framework says this process uses (oneDNN
+    or Eigen for TensorFlow) and the instruction set it dispatches to where it says, with how
+    it was asked (`read`). The paper's explanation of TensorFlow's backward pass rests on Eigen
+    against oneDNN (Table I, section V-E), so this is asked of the framework in the process that
+    trains, not inferred from a variable. A failed question leaves {"error"}, never the cell."""
+    if kernels is None:
+        return None
+    try:
+        return kernels()
+    except Exception as exc:  # a framework too old or too new for the question
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}
 
 
 # What a process's environment says about how it ran, read back by invoke explain (which

@@ -4,6 +4,7 @@ A worker: `python -m bench.mxnet.train cell.json` with DMLC_ROLE=worker and the 
 variables set by the launch script. Servers and the scheduler run bench/mxnet/server.py.
 The optimizer runs on the servers (update_on_kvstore), as in MXNet's parameter-server design.
 """
+import os
 import sys
 import tempfile
 
@@ -143,9 +144,19 @@ def local_loop(config):
                                                             trainer)
 
 
+def kernels():
+    """oneDNN (MKLDNN in MXNet 1.x) where the build has it and MXNET_MKLDNN_ENABLED does not
+    turn it off. Which instruction set oneDNN picks MXNet does not say in-process (only its
+    verbose log would): `isa` stays None rather than guessed from the CPU."""
+    built = mx.runtime.Features().is_enabled("MKLDNN")
+    on = built and os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0"
+    return {"library": "oneDNN" if on else "MXNet native", "isa": None,
+            "read": "mxnet.runtime.Features().is_enabled('MKLDNN'), MXNET_MKLDNN_ENABLED"}
+
+
 def main(argv):
     config = runner.load_config(argv)
-    runner.run(config, train, {"mxnet": mx.__version__, "numpy": numpy.__version__})
+    runner.run(config, train, {"mxnet": mx.__version__, "numpy": numpy.__version__}, kernels)
 
 
 if __name__ == "__main__":

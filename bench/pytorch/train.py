@@ -135,9 +135,23 @@ def old_teardown():
     return (major, minor) < (1, 8)
 
 
+def kernels():
+    """oneDNN where PyTorch has it and it is on (its convolutions then run there), and the
+    instruction set ATen's own CPU kernels dispatch to (PyTorch >= 2.0 says; 1.x does not)."""
+    mkldnn = torch.backends.mkldnn
+    on = mkldnn.is_available() and torch._C._get_mkldnn_enabled()
+    out = {"library": "oneDNN" if on else "ATen", "isa": None,
+           "read": "torch.backends.mkldnn.is_available() and torch._C._get_mkldnn_enabled()"}
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    if capability:
+        out["isa"] = capability()
+        out["read"] += "; torch.backends.cpu.get_cpu_capability()"
+    return out
+
+
 def main(argv):
     config = runner.load_config(argv)
-    runner.run(config, train, {"torch": torch.__version__, "numpy": numpy.__version__})
+    runner.run(config, train, {"torch": torch.__version__, "numpy": numpy.__version__}, kernels)
     if old_teardown():
         sys.stdout.flush()
         sys.stderr.flush()

@@ -372,16 +372,28 @@ def local_loop(config):
     return batches, lambda batch, timer: run(*batch).numpy()
 
 
+def kernels():
+    """oneDNN or Eigen, as TensorFlow itself answers (IsMklEnabled: its oneDNN custom
+    operations on, after TF_ENABLE_ONEDNN_OPTS and the CPU's default); TF 2.5+ has the
+    question in tensorflow.python.util, older releases in tensorflow.python."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port as port
+    except ImportError:
+        from tensorflow.python import _pywrap_util_port as port
+    return {"library": "oneDNN" if port.IsMklEnabled() else "Eigen", "isa": None,
+            "read": "_pywrap_util_port.IsMklEnabled()"}
+
+
 def main(argv):
     config = runner.load_config(argv)
     set_threads(config)
     versions = {"tensorflow": tf.__version__, "numpy": runner.installed_version("numpy"),
                 "tf-keras": runner.installed_version("tf-keras")}
     if config["mode"] == "async":
-        runner.run(config, train_async, versions)
+        runner.run(config, train_async, versions, kernels)
         return
     finish = []
-    runner.run(config, lambda c, s: train_sync(c, s, finish.append), versions)
+    runner.run(config, lambda c, s: train_sync(c, s, finish.append), versions, kernels)
     leave_together(config, finish[0])
 
 

@@ -108,6 +108,7 @@ def finish_manifest(path, nodes):
     manifest["installed"] = {node.name: _node_json(node, "envs-%s.json" % stack)
                              for node in nodes}
     manifest["cpu"] = cpus_seen(path)
+    manifest["kernels"] = kernels_seen(path)
     manifest["setup"] = setup_flags(manifest)
     manifest["interference"] = {s["cell_id"]: {"nodes": s.get("interference") or {},
                                                "disturbed": s.get("disturbed") or ""}
@@ -117,19 +118,46 @@ def finish_manifest(path, nodes):
     return manifest
 
 
-def cpus_seen(path):
-    """node -> its CPU as a process of the run read it (bench/common/cpuinfo.py), the newest
-    result's: the CPU the run ran on, not the one provisioning saw."""
-    found = {}
+def _results(path):
+    """(node, result.json's content) of every process of the run, oldest first."""
     for result_file in sorted(Path(path).glob("*/*/*/result.json"),
                               key=lambda p: p.stat().st_mtime):
         try:
-            cpu = json.loads(result_file.read_text()).get("cpu")
+            yield result_file.parent.parent.name, json.loads(result_file.read_text())
         except (OSError, ValueError):
             continue
-        if cpu:
-            found[result_file.parent.parent.name] = cpu
+
+
+def cpus_seen(path):
+    """node -> its CPU as a process of the run read it (bench/common/cpuinfo.py), the newest
+    result's: the CPU the run ran on, not the one provisioning saw."""
+    return {node: result["cpu"] for node, result in _results(path) if result.get("cpu")}
+
+
+def kernels_seen(path):
+    """framework -> {library: [...], isa: [...], read, errors: [...]}: the kernel libraries
+    and instruction sets its training processes said they used (bench/common/runner.py
+    read_kernels), every distinct answer of the run, so that a mix shows."""
+    found = {}
+    for _, result in _results(path):
+        framework = (result.get("config") or {}).get("framework")
+        kernels = result.get("kernels")
+        if not framework or not kernels:
+            continue
+        seen = found.setdefault(framework, {"library": [], "isa": [], "read": "",
+                                            "errors": []})
+        if kernels.get("error"):
+            _add(seen["errors"], kernels["error"])
+            continue
+        _add(seen["library"], kernels.get("library"))
+        _add(seen["isa"], kernels.get("isa"))
+        seen["read"] = kernels.get("read") or seen["read"]
     return found
+
+
+def _add(values, value):
+    if value and value not in values:
+        values.append(value)
 
 
 def _node_json(node, name):
