@@ -33,7 +33,7 @@ PAPER_BENCHMARKS = ["lenet5-cifar10", "alexnet-cifar10", "resnet18-cifar10",
 # frameworks' times is "not comparable" on nodes that share cores or whose CPUs are emulated
 BEARING = {
     "execution": ["shared_cores", "emulated_cpu", "cpu", "threads", "nodes", "memory",
-                  "versions", "python", "link", "data", "steps", "epochs"],
+                  "versions", "python", "link", "data", "page_cache", "steps", "epochs"],
     "communication": ["shared_cores", "emulated_cpu", "threads", "nodes", "versions", "link",
                       "steps"],
     "operators": ["shared_cores", "emulated_cpu", "cpu", "threads", "versions", "python"],

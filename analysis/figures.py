@@ -12,10 +12,20 @@ from .tidy import PHASES  # noqa: E402
 
 SYSTEM_ORDER = registry.ordered(registry.systems())
 COLOURS = {name: entry["colour"] for name, entry in registry.systems().items()}
-PHASE_COLOURS = {"startup": "#b07aa1", "loading": "#59a14f", "forward": "#4e79a7", "backward": "#f28e2b",
-                 "communication": "#bab0ac"}
-ROLE_COLOURS = {"worker": "#4e79a7", "chief": "#e15759", "ps": "#f28e2b", "server": "#f28e2b",
+# Colours that mean something other than a system-mode never take a system-mode's colour
+# (registry/systems.yml): blue is mxnet-sync in every figure, never "forward" in another.
+PHASE_COLOURS = {"startup": "#b07aa1", "loading": "#59a14f", "forward": "#76b7b2",
+                 "backward": "#9c755f", "communication": "#bab0ac"}
+ROLE_COLOURS = {"worker": "#59a14f", "chief": "#b07aa1", "ps": "#9c755f", "server": "#9c755f",
                 "scheduler": "#76b7b2"}
+MEASURED, PAPER, BAND, BOUND = "#1b1b1b", "#b07aa1", "#bab0ac", "#76b7b2"
+# the run's caveats (smoke, shared cores, indicative), stamped on every figure saved
+STAMP = {"text": ""}
+
+
+def stamp(text):
+    """Every figure saved after this carries `text` at its foot, as the report's words do."""
+    STAMP["text"] = text
 # the paper's figure numbers for the per-benchmark breakdowns
 BREAKDOWN_FIGURES = {"lenet5-cifar10": "fig4", "alexnet-cifar10": "fig6",
                      "resnet18-cifar10": "fig8a", "resnet18-cifar100": "fig8b",
@@ -28,6 +38,9 @@ def ordered_systems(systems):
 
 
 def save(fig, out_stem):
+    if STAMP["text"]:
+        fig.text(0.995, 0.005, STAMP["text"], ha="right", va="bottom", fontsize=6,
+                 color="crimson")
     paths = [str(out_stem) + ".png", str(out_stem) + ".pdf"]
     for path in paths:
         fig.savefig(path, dpi=150)
@@ -146,19 +159,20 @@ def memory_over_time(series, out_stem):
     return save(fig, out_stem)
 
 
-def communication_bound(net, out_stem):
-    """Measured communication time per step beside the bandwidth bound, per cell group."""
+def communication_bound(net, out_stem, rate_label="bandwidth bound"):
+    """Measured communication time per step beside the bandwidth bound, per cell group, on a
+    linear axis from zero: a log axis cut at the smaller bar made the bound look negligible.
+    rate_label says at what rate, and whether that rate is assumed."""
     net = net.dropna(subset=["communication"])
     labels = ["%s\n%s" % (r.benchmark, r.system) for r in net.itertuples()]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(max(4.5, 0.9 * len(labels) + 1.5), 3.6))
-    ax.bar(x - 0.2, net.communication, 0.4, label="measured communication", color="#bab0ac")
-    ax.bar(x + 0.2, net.bound_seconds, 0.4, label="bandwidth bound", color="#4e79a7")
-    ax.set_yscale("log")
+    ax.bar(x - 0.2, net.communication, 0.4, label="measured communication", color=BAND)
+    ax.bar(x + 0.2, net.bound_seconds, 0.4, label=rate_label, color=BOUND)
+    ax.set_ylim(bottom=0)
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=60, fontsize=6)
-    return finish(fig, ax, out_stem, "Communication vs the bandwidth bound",
-                  "s per step (log scale)")
+    return finish(fig, ax, out_stem, "Communication vs the bandwidth bound", "s per step")
 
 
 def communication_vs_bandwidth(net, out_stem):
@@ -238,14 +252,14 @@ def claims_forest(rows, out_stem, caveats=""):
     for y, row in enumerate(reversed(ratio)):
         paper, tol = float(row["paper"]), float(row["tolerance"] or 0.0)
         ax.fill_betweenx([y - 0.3, y + 0.3], paper / (1 + tol), paper * (1 + tol),
-                         color="#bab0ac", alpha=0.45, lw=0)
-        ax.plot([paper], [y], marker="D", color="black", ms=4)
+                         color=BAND, alpha=0.45, lw=0)
+        ax.plot([paper], [y], marker="D", color=PAPER, ms=4)
         measured = row.get("measured")
         if isinstance(measured, (int, float)) and measured == measured:
             low, high = row.get("low"), row.get("high")
             if low is not None and high is not None and low == low and high == high:
-                ax.plot([low, high], [y, y], color="#4e79a7", lw=2)
-            ax.plot([measured], [y], marker="o", color="#4e79a7", ms=4)
+                ax.plot([low, high], [y, y], color=MEASURED, lw=2)
+            ax.plot([measured], [y], marker="o", color=MEASURED, ms=4)
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=2))  # 0.5, 1, 2, 4, 8
     ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
@@ -255,7 +269,7 @@ def claims_forest(rows, out_stem, caveats=""):
     ax.set_yticklabels(["%s [%s]" % (r["id"], r["verdict"]) for r in reversed(ratio)],
                        fontsize=6)
     ax.set_ylim(-0.7, len(ratio) - 0.3)
-    ax.set_xlabel("ratio (log): measured, blue, with its 95% interval; paper, black diamond; "
+    ax.set_xlabel("ratio (log): measured, black, with its 95% interval; paper, purple diamond; "
                   "tolerance band, grey", fontsize=7)
     ax.set_title("The paper's claims%s" % (" (%s)" % caveats if caveats else ""), fontsize=9)
     fig.subplots_adjust(left=0.42, right=0.97, top=1 - 0.5 / fig.get_figheight(),

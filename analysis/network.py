@@ -60,6 +60,18 @@ def rate_sentence(cells, manifest):
     return "Link rate: %.0f Mbit/s, %s." % (rate, source)
 
 
+def bound_label(cells, manifest):
+    """The bound's legend: at which rate, and "assumed" where no cell and not the run
+    recorded one (the paper states no link)."""
+    unset = int(cells.link_mbit.isna().sum()) if "link_mbit" in cells else len(cells)
+    if not unset:
+        return "bandwidth bound at each cell's recorded rate"
+    rate, source = link_mbit(manifest)
+    return "bandwidth bound at %g Mbit/s (%s)" % (
+        rate, "assumed: the paper states no link" if source.startswith("assumed")
+        else "recorded for the run")
+
+
 def table(groups, records, cells, manifest):
     default_rate, _ = link_mbit(manifest)
     keys = ["benchmark", "system", "link"]

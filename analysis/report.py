@@ -53,6 +53,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
         return paths[0]
 
     bed = testbed.describe(manifest)
+    figures.stamp("")  # no caveat of an earlier report in this process
     blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))]
     blocks += provenance(manifest)
     blocks += setup_section(bed)
@@ -224,6 +225,7 @@ def claims_section(groups, bed, moved=None, profile=None, forest=None):
         "smoke: a check of the machinery" if profile == "smoke" else "",
         "nodes share cores: not comparable" if bed.get("shares_cores") else "",
         stamp.strip(", ")) if c)
+    figures.stamp(caveats)  # every later figure says what the forest's title says
     shown = [("img", forest(rows, caveats), "The claims: measured ratio and 95% interval "
               "against the paper's value and the tolerance band")] if forest else []
     return [("h2", "The paper's claims")] + shown + [
@@ -582,7 +584,8 @@ def network_section(out, groups, records, cells, manifest, figure):
                     "coordinator's node. On the local cluster every node "
                     "shares `lo`: bytes sent are the whole cluster's.")]
     if net.communication.notna().any():
-        blocks.append(("img", figure(figures.communication_bound(net, out / "network_bound")),
+        blocks.append(("img", figure(figures.communication_bound(
+            net, out / "network_bound", network.bound_label(cells, manifest))),
                        "Communication vs the bandwidth bound"))
     if net.link_mbit.nunique() > 1:
         blocks.append(("img", figure(figures.communication_vs_bandwidth(

@@ -869,6 +869,32 @@ def test_a_per_benchmark_communication_claim_is_judged_on_communication_not_exec
     assert row["measured"] == pytest.approx(3.0) and row["kind"] == "execution"
 
 
+def test_every_figure_carries_the_runs_caveats_and_no_colour_means_two_things(tmp_path,
+                                                                                monkeypatch):
+    """One repeat of a fixture run: each figure the report saves is stamped with what the
+    forest's title says (indicative); a phase, a role or a marker never wears a system-mode's
+    colour (blue was mxnet-sync in Fig. 3 and "forward" in the breakdowns)."""
+    import analysis.figures as figs
+    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+        ("tensorflow-sync", 100.0), ("mxnet-sync", 156.0), ("pytorch-sync", 87.0))]
+    run = fixtures.write_run(tmp_path, cells, memory_rows=3)
+    stamps, real = {}, figs.save
+
+    def spy(fig, out_stem):
+        paths = real(fig, out_stem)
+        stamps[str(out_stem).rsplit("/", 1)[-1]] = [t.get_text() for t in fig.texts]
+        return paths
+    monkeypatch.setattr(figs, "save", spy)
+    report.build(run, quiet=True)
+    assert {"claims", "fig3_execution_time", "memory_rss"} <= set(stamps)
+    assert all(any("indicative" in t for t in texts) for texts in stamps.values()), stamps
+    systems = set(figs.COLOURS.values())
+    others = set(figs.PHASE_COLOURS.values()) | set(figs.ROLE_COLOURS.values()) | {
+        figs.MEASURED, figs.PAPER, figs.BAND, figs.BOUND}
+    assert not systems & others
+    assert len(systems) == len(figs.COLOURS)  # one colour per system-mode
+
+
 def test_the_claims_figure_comes_first_with_every_ratio_claim_and_the_runs_caveats(tmp_path):
     """LeNet-5 with TF-sync at 100 s, MXNet-sync at 156 s and PyTorch at 87 s, one repeat: the
     report opens its claims with the forest plot (claims.png), stamped indicative."""
