@@ -63,14 +63,19 @@ def same_math_text(manifest):
     stack = (manifest.get("stack") or {}).get("name") or "?"
     record = manifest.get("same_math")
     if not record:
-        return "not checked for the %s stack (`invoke same-math --stack %s`)" % (stack, stack)
+        return "no result on this machine for the %s stack (`invoke same-math --stack %s`); " \
+            "the results on the developers' machines are in docs/methodology.md, \"Same " \
+            "arithmetic\"" % (stack, stack)
     if record.get("benchmark"):
         stack = "%s stack, %s" % (stack, record["benchmark"])
     else:
         stack += " stack"
+    when = record.get("when") or "?"
+    if record.get("commit"):
+        when += ", commit %s" % record["commit"]
     if record.get("ok"):
         return "passed for the %s on %s (largest loss difference between frameworks " \
-               "%.1e%s; run %s)" % (stack, record.get("when"),
+               "%.1e%s; run %s)" % (stack, when,
                                     record.get("largest_loss_difference") or 0.0,
                                     ", within %gx each framework's own noise floor"
                                     % record["noise_floor"] if record.get("noise_floor")
@@ -79,7 +84,7 @@ def same_math_text(manifest):
                                                         p["layer"])
                        for p in record.get("parted") or []) or \
         "; ".join(record.get("failed") or []) or "see the run"
-    return "FAILED for the %s on %s: %s (run %s)" % (stack, record.get("when"), parted,
+    return "FAILED for the %s on %s: %s (run %s)" % (stack, when, parted,
                                                           record.get("run"))
 
 

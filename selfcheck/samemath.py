@@ -94,6 +94,7 @@ def keep(stack_name, found, planted):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
         "ok": found["ok"], "when": time.strftime("%Y-%m-%d %H:%M:%S"), "run": found["run"],
+        "commit": (collect.git_state().get("commit") or "")[:12],
         "benchmark": found.get("benchmark"),
         "noise_floor": FLOOR_FACTOR if found.get("noise") else None,
         "largest_loss_difference": max([max(p["loss_differences"] or [0.0])

@@ -555,8 +555,10 @@ def test_an_interval_too_wide_to_say_anything_is_flagged():
 
 def test_the_setup_says_whether_the_same_math_check_passed_for_the_stack():
     stack = {"stack": {"name": "current"}}
-    assert testbed.same_math_text(stack) == \
-        "not checked for the current stack (`invoke same-math --stack current`)"
+    assert testbed.same_math_text(stack) == (
+        "no result on this machine for the current stack (`invoke same-math --stack current`); "
+        "the results on the developers' machines are in docs/methodology.md, \"Same "
+        "arithmetic\"")
     passed = dict(stack, same_math={"ok": True, "when": "2026-11-24 03:00:00", "run": "r",
                                     "largest_loss_difference": 2.5e-6})
     assert testbed.same_math_text(passed) == ("passed for the current stack on 2026-11-24 "
@@ -568,6 +570,10 @@ def test_the_setup_says_whether_the_same_math_check_passed_for_the_stack():
         "passed for the current stack, resnet18-cifar10 on 2026-11-24 03:00:00 (largest loss "
         "difference between frameworks 2.5e-06, within 10x each framework's own noise floor; "
         "run r)")
+    # the commit the check ran from, where the record has it (issue 37)
+    assert testbed.same_math_text(dict(stack, same_math=dict(
+        passed["same_math"], commit="94ac24a0b1c2"))).startswith(
+        "passed for the current stack on 2026-11-24 03:00:00, commit 94ac24a0b1c2 (")
     failed = dict(stack, same_math={"ok": False, "when": "w", "run": "r",
                                     "benchmark": "resnet18-cifar10", "parted": [
         {"system": "mxnet-sync", "what": "parts from pytorch-sync", "step": 2,
@@ -1007,3 +1013,19 @@ def test_a_group_left_out_as_disturbed_is_marked_so_on_the_figures_not_as_succee
     assert figures._state(group) == "disturbed, left out"
     assert figures._state(pd.Series({"succeeded": 0, "disturbed": 0,
                                      "status": "failed"})) == "failed"
+
+
+def test_an_environments_digest_is_the_same_for_the_same_files_wherever_it_was_built():
+    """ENVIRONMENTS.json in the artifact carries a digest of each package's RECORD, so that a
+    rebuild can be checked: the order pip wrote it in and the console scripts (which name the
+    environment's path) do not change it; a file's hash does."""
+    from bench.common import envinfo
+    record = "pkg/__init__.py,sha256=AAA,10\npkg/core.py,sha256=BBB,20\n" \
+             "../../../bin/tool,sha256=CCC,30\npkg-1.0.dist-info/RECORD,,\n"
+    moved = "pkg-1.0.dist-info/RECORD,,\n../../../bin/tool,sha256=DDD,31\n" \
+            "pkg/core.py,sha256=BBB,20\npkg/__init__.py,sha256=AAA,10\n"
+    assert envinfo.record_digest(record) == envinfo.record_digest(moved)
+    assert envinfo.record_digest(record.replace("BBB", "BBX")) != envinfo.record_digest(record)
+    assert envinfo.record_digest(None) is None
+    found = envinfo.describe()
+    assert found["packages"] and set(found["record_sha256"]) == set(found["packages"])

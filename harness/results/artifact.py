@@ -2,7 +2,9 @@
 
 The archive <results>/<run-id>-artifact.tar.gz holds the whole run folder (manifest, records,
 status files, every process's logs and results, the report in md and html, figures), and:
-  ENVIRONMENTS.json  each node's environments as installed (every package and version)
+  ENVIRONMENTS.json  each node's environments as installed: every package, its version and
+                     the sha256 of its RECORD (bench/common/envinfo.py), so that a rebuilt
+                     environment can be checked against the one that ran
   PROVENANCE.json    the commit the run was made from and whether the tree was dirty, the
                      commit that made the archive, and the test results found (junit XML)
   ARTIFACT.md        the ACM badges requested (Available, Functional, Results Reproduced)
@@ -148,6 +150,10 @@ def badges(run, manifest, tests):
              "(Zenodo, for one): this archive alone does not meet it until it is deposited "
              "there." % (git.get("commit"), " (with uncommitted changes)"
                          if git.get("dirty") else ""),
+             "", "Every framework environment of every node is in ENVIRONMENTS.json: each "
+             "package, its version and a digest of the files it installed (`record_sha256`). "
+             "To check a rebuild, run `<env>/bin/python -m bench.common.envinfo` from the "
+             "package's folder and compare its `record_sha256` with the archived one.",
              "", "## Functional (requested)", ""]
     if tests:
         lines.append("Tests run on this setup (`make test`): %d passed, %d failed, %d skipped."
