@@ -37,6 +37,8 @@ BEARING = {
     "communication": ["shared_cores", "emulated_cpu", "threads", "nodes", "versions", "link",
                       "steps"],
     "operators": ["shared_cores", "emulated_cpu", "cpu", "threads", "versions", "python"],
+    # a worker's memory: its data (a shard, or the whole set), its model, the input cache
+    "memory": ["versions", "python", "data", "steps", "epochs"],
 }
 # deviations that bear on these kinds of claim, and only on the claims that compare one of
 # their `systems` (system-modes)
@@ -74,7 +76,8 @@ def context_of(reference, testbed=None):
     """What every verdict is judged with: the tolerance, the floors, the setup's deviations."""
     return {"tolerance": reference.get("default_tolerance", 0.25),
             "deviations": (testbed or {}).get("deviations", []),
-            "floors": reference.get("floors", {})}
+            "floors": reference.get("floors", {}),
+            "memory_margin": reference.get("memory_margin", 0.10)}
 
 
 def evaluate(groups, reference=None, testbed=None, steady_steps=PAPER_STEPS - 1):
@@ -93,7 +96,37 @@ def evaluate(groups, reference=None, testbed=None, steady_steps=PAPER_STEPS - 1)
     table_v = reference.get("table_v", {})
     for claim in table_v.get("claims", []):
         rows.append(_table_v_claim(claim, communication, table_v["benchmarks"], context))
+    peaks = memory_peaks(groups)
+    rows += [memory_claim(c, peaks, context) for c in reference.get("memory", [])]
     return rows
+
+
+def memory_peaks(groups):
+    """(benchmark, system) -> a worker's peak RSS (MB), the largest over the group's repeats."""
+    if "worker_peak_rss_mb" not in groups:
+        return {}
+    ok = groups[(groups.succeeded > 0) & groups.worker_peak_rss_mb.notna()]
+    return {(r.benchmark, r.system): r.worker_peak_rss_mb for r in ok.itertuples()}
+
+
+def memory_claim(claim, peaks, context):
+    """`more` use more memory than `than` (section V-G): every pair, on every benchmark where
+    both ran, ordered by a worker's peak RSS beyond the margin -> reproduced; any pair the other
+    way beyond it -> not reproduced; else inconclusive. The paper gives no figure."""
+    margin = context["memory_margin"]
+    row = _row(claim, "more: " + ", ".join(claim["more"]), margin, context, "memory")
+    pairs = [(b, m, t, peaks[(b, m)] / peaks[(b, t)]) for (b, m) in sorted(peaks)
+             if m in claim["more"] for t in claim["than"] if (b, t) in peaks]
+    systems = set(claim["more"]) | set(claim["than"])
+    seen = {s for _, m, t, _ in pairs for s in (m, t)}
+    if not pairs:
+        return dict(row, verdict="not measured", basis="no benchmark with both sides")
+    verdict = "not reproduced" if any(r < 1 / (1 + margin) for *_, r in pairs) else (
+        "reproduced" if all(r > 1 + margin for *_, r in pairs) else "inconclusive")
+    basis = "peak RSS ratios (more / than), ordered beyond %.0f%%: %s" % (100 * margin, "; ".join(
+        "%s %s/%s %.2f" % (b, m, t, r) for b, m, t, r in pairs))
+    found = dict(row, measured=min(r for *_, r in pairs), basis=basis)
+    return _judge(found, verdict, len(seen), len(systems))
 
 
 def estimates(groups, column, boot_column, per_step=None):
@@ -219,6 +252,12 @@ def _section_claim(claim, values, context):
     row = _row(claim, None, None, context, "execution")
     if "fastest" in claim:
         return _order(row, here, [claim["fastest"]], "fastest")
+    if "faster" in claim:  # one system-mode against the named others only
+        pair = {s: v for s, v in here.items() if s in [claim["faster"]] + claim["than"]}
+        if len(pair) < 1 + len(claim["than"]):
+            pair = {}  # both sides or nothing: "not measured", never a one-sided order
+        return _order(dict(row, paper="faster: %s than %s" % (claim["faster"], ", ".join(
+            claim["than"]))), pair, [claim["faster"]], "fastest")
     return _order(dict(row, paper="slowest: " + ", ".join(claim["slower_than_all_others"])),
                   here, claim["slower_than_all_others"], "slower than the others")
 
@@ -289,7 +328,8 @@ def claim_systems(claim):
     than the others"), which measures them all."""
     if claim.get("fastest") or claim.get("slower_than_all_others"):
         return set(registry.systems())
-    return {claim[k] for k in ("numerator", "denominator") if claim.get(k)}
+    found = {claim[k] for k in ("numerator", "denominator", "faster") if claim.get(k)}
+    return found | set(claim.get("more") or ()) | set(claim.get("than") or ())
 
 
 def _row(claim, paper, tolerance, context, kind):

@@ -44,7 +44,8 @@ def cell_table(records, paper_steps=PAPER_STEPS):
     table["warning"] = table.warning.fillna("")
     table["disturbed"] = table.disturbed.fillna("")
     table["total_steps"] = table.epochs * table.steps_per_epoch
-    for column in ["step"] + PHASES + ["peak_rss_mb", "parameters"] + TIMES + INTERFERENCE:
+    for column in ["step"] + PHASES + ["peak_rss_mb", "worker_peak_rss_mb", "parameters"] + \
+            TIMES + INTERFERENCE:
         table[column] = math.nan
     table["workers"] = 0
     table["truncated"] = 0
@@ -61,6 +62,9 @@ def cell_table(records, paper_steps=PAPER_STEPS):
         table["loop_seconds"] = _by_cell(per_process, "train_seconds", "max")
         table["measured_seconds"] = _by_cell(per_process, "execution_seconds", "max")
         table["peak_rss_mb"] = _by_cell(per_process, "peak_rss_mb", "max")
+        # the memory claims (section V-G) are about what a worker holds: its data and model
+        table["worker_peak_rss_mb"] = _by_cell(per_process[per_process.role == "worker"],
+                                               "peak_rss_mb", "max")
         for column in INTERFERENCE:  # the worst node's, over the cell's processes
             table[column] = _by_cell(per_process, column, "max")
         table["workers"] = per_process[per_process.metric == "step"].groupby(
@@ -261,7 +265,8 @@ def group_table(cells):
         row["ci_low"], row["ci_high"] = stats.interval(row["execution_boot"]) \
             if row["execution_boot"] is not None else (math.nan, math.nan)
         for column in ["step"] + PHASES + ["startup"] + [p + "_total" for p in TOTALS] + [
-                "loop_seconds", "measured_seconds", "wall_step", "peak_rss_mb", "parameters"]:
+                "loop_seconds", "measured_seconds", "wall_step", "peak_rss_mb",
+                "worker_peak_rss_mb", "parameters"]:
             row[column] = ok[column].mean() if len(ok) else math.nan
         for column in INTERFERENCE:  # the worst over every repeat, the disturbed included
             row[column] = group[column].max()

@@ -12,13 +12,14 @@ PARAMETERS = {"lenet5": 62006, "alexnet": 57044810, "resnet18": 11181642, "resne
 
 def cell(benchmark, system, seconds, repeat=0, status="succeeded", steps=396, epochs=10,
          phases=None, nodes=3, startup=0.0, samples=None, sample_epochs=None, wall_step=None,
-         disturbed="", interference=None):
+         disturbed="", interference=None, peak_rss=500.0):
     """One cell: its measured execution time (process start to the loop's end), start-up,
     per-step phases (default: a quarter each of (seconds - startup) / steps), and the measured
     steps' times (default: 20 steps all at the mean step) with their epochs (default none);
     wall_step: the loop's wall per step where it is not the phases' sum (a coordinator's);
     disturbed: why the cell counts as disturbed; interference: each worker's figures
-    (others_cpu, steal, ...) as bench/common/interference.py measures them."""
+    (others_cpu, steal, ...) as bench/common/interference.py measures them; peak_rss: worker
+    0's peak RSS (MB), each next worker's 100 MB more."""
     step = (seconds - startup) / (steps * epochs)
     phases = phases or {p: step / 4 for p in ("loading", "forward", "backward", "communication")}
     step = sum(phases.values())
@@ -27,7 +28,7 @@ def cell(benchmark, system, seconds, repeat=0, status="succeeded", steps=396, ep
             "nodes": nodes, "startup": startup,
             "samples": [step] * 20 if samples is None else list(samples),
             "sample_epochs": sample_epochs, "wall_step": wall_step, "disturbed": disturbed,
-            "interference": interference or {}}
+            "interference": interference or {}, "peak_rss": peak_rss}
 
 
 def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manifest=None):
@@ -80,7 +81,7 @@ def _worker_records(spec, base):
         rec = dict(base, node="node%d" % (rank + 1), role="worker", rank=rank,
                    status="succeeded")
         values = dict(spec["phases"], step=step, train_seconds=spec["seconds"] - spec["startup"],
-                      peak_rss_mb=500.0 + 100 * rank, parameters=params,
+                      peak_rss_mb=spec.get("peak_rss", 500.0) + 100 * rank, parameters=params,
                       net_bytes_sent_per_step=params * 8.0,
                       wall_step=spec.get("wall_step") or step,
                       startup_seconds=spec["startup"], execution_seconds=spec["seconds"])

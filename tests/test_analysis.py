@@ -933,7 +933,7 @@ def test_the_claims_figure_comes_first_with_every_ratio_claim_and_the_runs_cavea
     ref = claims.load_reference()
     valued = [c for c in ref["headline"] + ref["sections"] + ref["table_v"]["claims"]
               if "value" in c]  # the order claims (no number) are the table's
-    assert len(labels) == len(numeric) == len(valued) == 22
+    assert len(labels) == len(numeric) == len(valued) == 23
     assert "lenet_tf_sync_vs_mxnet_sync [" in " ".join(labels)
     assert ax.get_title() == "The paper's claims (indicative)"
 
@@ -1029,3 +1029,53 @@ def test_an_environments_digest_is_the_same_for_the_same_files_wherever_it_was_b
     assert envinfo.record_digest(None) is None
     found = envinfo.describe()
     assert found["packages"] and set(found["record_sha256"]) == set(found["packages"])
+
+
+def test_the_memory_claims_order_a_workers_peak_beyond_the_margin(tmp_path):
+    """Section V-G, no figures: TensorFlow needs more memory than PyTorch and MXNet, and more
+    async than sync. The largest worker's peak: TF-sync 1,200 MB, TF-async 1,500, PyTorch 700,
+    MXNet 720 and 740 (the fixture's three workers: +100 MB each)."""
+    peaks = {"tensorflow-sync": 1000.0, "tensorflow-async": 1300.0, "pytorch-sync": 500.0,
+             "mxnet-sync": 520.0, "mxnet-async": 540.0}
+
+    def judged(folder, **moved):
+        cells = [fixtures.cell("lenet5-cifar10", s, 100.0, peak_rss=moved.get(s, p))
+                 for s, p in peaks.items()]
+        return verdicts(fixtures.write_run(tmp_path / folder, cells))
+
+    found = judged("ordered")
+    assert found["mem_tf_more_than_others"]["verdict"] == "reproduced"
+    assert found["mem_tf_more_than_others"]["measured"] == pytest.approx(1200 / 740)
+    assert found["mem_tf_async_more_than_tf_sync"]["verdict"] == "reproduced"
+    assert found["mem_tf_async_more_than_tf_sync"]["measured"] == pytest.approx(1500 / 1200)
+    # PyTorch's worker at 1,350 MB: TF-sync's 1,200 is 11% under it, beyond the 10% margin
+    assert judged("against", **{"pytorch-sync": 1150.0})["mem_tf_more_than_others"][
+        "verdict"] == "not reproduced"
+    # TF-async 1,250 against TF-sync 1,200: 4%, within the margin
+    assert judged("close", **{"tensorflow-async": 1050.0})["mem_tf_async_more_than_tf_sync"][
+        "verdict"] == "inconclusive"
+    # without MXNet, 3 of the 5 system-modes: partial, whatever the order says
+    cells = [fixtures.cell("lenet5-cifar10", s, 100.0, peak_rss=p) for s, p in peaks.items()
+             if not s.startswith("mxnet")]
+    partial = verdicts(fixtures.write_run(tmp_path / "partial", cells))
+    assert partial["mem_tf_more_than_others"]["verdict"] == "partial (3 of 5)"
+
+
+def test_lenet_orders_of_the_tensorflow_modes_and_the_async_systems(tmp_path):
+    """V-B: TF-sync faster than TF-async on LeNet-5; V-A: the async systems "similar" (read
+    as a ratio of 1 within the tolerance). TF-sync 100 s, TF-async 150 s, MXNet-async 145 s."""
+    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+        ("tensorflow-sync", 100.0), ("tensorflow-async", 150.0), ("mxnet-async", 145.0))]
+    found = verdicts(fixtures.write_run(tmp_path, cells))
+    assert found["lenet_tf_sync_faster_than_tf_async"]["verdict"] == "reproduced"
+    similar = found["lenet_tf_async_vs_mxnet_async_similar"]
+    assert similar["measured"] == pytest.approx(150.0 / 145.0)
+    assert similar["verdict"] == "reproduced"
+    assert "the package's reading" in similar["text"]
+    slower = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+        ("tensorflow-sync", 160.0), ("tensorflow-async", 150.0))]
+    assert verdicts(fixtures.write_run(tmp_path / "b", slower))[
+        "lenet_tf_sync_faster_than_tf_async"]["verdict"] == "not reproduced"
+    alone = [fixtures.cell("lenet5-cifar10", "tensorflow-sync", 100.0)]
+    assert verdicts(fixtures.write_run(tmp_path / "c", alone))[
+        "lenet_tf_sync_faster_than_tf_async"]["verdict"] == "not measured"
