@@ -639,6 +639,21 @@ def disturbed_note(cells, run_id):
                 else "more than the bound", run_id, run_id, run_id))
 
 
+def code_line(manifest):
+    """The bench/ code that ran, as each training process hashed its own (result.json
+    `code_digest`), against the controller's at the run's start (pre-flight refused nodes
+    whose code differed)."""
+    here, ran = manifest.get("code_digest"), manifest.get("code_ran") or []
+    if not here:
+        return "bench/ code: not recorded (a run from before it was)"
+    if not ran:
+        return "bench/ code: digest %s on the controller; no process recorded its own" % here[:12]
+    if ran == [here]:
+        return "bench/ code: digest %s, the controller's, in every process that trained" % here[:12]
+    return "bench/ code: **processes ran other code than the controller's** (digest %s): %s" % (
+        here[:12], ", ".join(d[:12] for d in ran))
+
+
 def provenance(manifest):
     hosts = manifest.get("inventory", {}).get("hosts", [])
     facts = manifest.get("host_facts") or {}
@@ -648,6 +663,7 @@ def provenance(manifest):
              "- git commit: %s%s" % (manifest.get("git", {}).get("commit"),
                                     " (uncommitted changes)" if manifest.get("git", {}).get(
                                         "dirty") else ""),
+             "- " + code_line(manifest),
              "- started: %s; ended: %s" % (_when(manifest.get("started")),
                                           _when(manifest.get("ended"))),
              "- inventory `%s`: %d nodes" % (manifest.get("inventory", {}).get("name"),

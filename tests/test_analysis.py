@@ -1079,3 +1079,34 @@ def test_lenet_orders_of_the_tensorflow_modes_and_the_async_systems(tmp_path):
     alone = [fixtures.cell("lenet5-cifar10", "tensorflow-sync", 100.0)]
     assert verdicts(fixtures.write_run(tmp_path / "c", alone))[
         "lenet_tf_sync_faster_than_tf_async"]["verdict"] == "not measured"
+
+
+def test_the_report_says_which_bench_code_ran():
+    """Each training process hashes its own bench/ (bench/common/codedigest.py); the report
+    says whether all of them ran the controller's, and shouts where one did not."""
+    here = "a" * 64
+    assert report.code_line({"code_digest": here, "code_ran": [here]}) == \
+        "bench/ code: digest aaaaaaaaaaaa, the controller's, in every process that trained"
+    other = report.code_line({"code_digest": here, "code_ran": [here, "b" * 64]})
+    assert "**processes ran other code than the controller's**" in other
+    assert "bbbbbbbbbbbb" in other
+    assert report.code_line({}) == "bench/ code: not recorded (a run from before it was)"
+
+
+def test_the_code_digest_is_the_same_in_python_and_in_the_nodes_shell(tmp_path):
+    """Pre-flight reads a node's digest with find | sort | sha256sum, no Python started; the
+    controller and every trainer compute it in Python: the two must agree, or every run
+    would be refused."""
+    import subprocess
+    from bench.common import codedigest
+    root = tmp_path / "bench"
+    (root / "common" / "__pycache__").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "common" / "loop.py").write_text("x = 1\n")
+    (root / "common" / "__pycache__" / "loop.cpython-311.pyc").write_bytes(b"\0")
+    (root / "Zeta.j2").write_text("{{ a }}\n")  # C-locale order: upper case first
+    shell = subprocess.run(codedigest.SHELL, shell=True, cwd=str(tmp_path), check=True,
+                           capture_output=True, text=True).stdout.split()[0]
+    assert codedigest.digest(str(root)) == shell
+    (root / "common" / "loop.py").write_text("x = 2\n")
+    assert codedigest.digest(str(root)) != shell

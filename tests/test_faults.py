@@ -182,12 +182,17 @@ def test_bad_input_is_a_clear_error(provisioned, tmp_path):
                   "results format 0")
 
 
-def test_preflight_names_a_busy_port_and_a_corrupt_shard(provisioned, tmp_path):
+def test_preflight_names_a_busy_port_a_corrupt_shard_and_other_code(provisioned, tmp_path):
+    """Three faults, all named before any cell: a port in use, a shard changed on disk, and a
+    trainer on node2 that is not the controller's (edited there since provisioning: the run
+    would record the controller's commit and run other code, issue 38)."""
     import socket
     node2 = inventory.load("local").hosts[1]
     shard = next(Path(node2.workdir).expanduser().glob("data/cifar10-*/shard-1-of-%d.bin" % NODES))
     backup = tmp_path / "shard.bak"
     shutil.copyfile(shard, backup)
+    trainer = Path(node2.workdir).expanduser() / "code" / "bench" / "pytorch" / "train.py"
+    original = trainer.read_text()
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", inventory.load("local").hosts[0].base_port))
@@ -198,13 +203,16 @@ def test_preflight_names_a_busy_port_and_a_corrupt_shard(provisioned, tmp_path):
             byte = handle.read(1)
             handle.seek(100)
             handle.write(bytes([byte[0] ^ 0xFF]))
+        trainer.write_text(original + "# edited on the node\n")
         _expect_error(["bench", "--systems", "pytorch-sync", "--results", str(tmp_path)],
-                      "2 problem(s)", "node1: port(s) %d already in use" % listener.getsockname()[1],
-                      "node2: dataset file %s has md5" % shard)
+                      "3 problem(s)", "node1: port(s) %d already in use" % listener.getsockname()[1],
+                      "node2: dataset file %s has md5" % shard,
+                      "node2: its bench/ code is not this controller's (digest")
         assert not list(tmp_path.glob("*/manifest.json"))  # nothing started
     finally:
         listener.close()
         shutil.copyfile(backup, shard)
+        trainer.write_text(original)
 
 
 def test_a_dead_controller_leaves_nothing_running_and_its_run_resumes(provisioned, tmp_path,

@@ -285,8 +285,18 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     assert set(manifest["contention"]["nodes"]) == {"node%d" % (r + 1) for r in RANKS}
     assert "local node(s) x" in manifest["inventory"]["layout"]
     assert manifest["setup"]["shares_cores"] is shared
-    assert {"link", "data", "steps", "versions"} <= set(manifest["setup"]["deviations"])
+    assert {"link", "data", "steps", "versions", "page_cache", "placement"} <= set(
+        manifest["setup"]["deviations"])
+    # the kernels, as each framework's processes said: the current stack pins TensorFlow's
+    # oneDNN on, against the paper's Eigen (issue 37)
+    assert manifest["kernels"]["tensorflow"]["library"] == ["oneDNN"]
+    assert manifest["kernels"]["pytorch"]["library"] == ["oneDNN"]
+    assert "tf_kernels" in manifest["setup"]["deviations"]
+    # the code that ran: every training process hashed its own bench/, the controller's
+    assert manifest["code_ran"] == [manifest["code_digest"]]
     report = (run / "analysis" / "report.md").read_text()
+    assert "bench/ code: digest %s, the controller's, in every process that trained" % (
+        manifest["code_digest"][:12]) in report
     assert "## The setup beside the paper's" in report and "## Internal consistency" in report
     assert "Contention probe: interference between the nodes" in report and "layout on this machine" in report
     claims = [l for l in report.splitlines() if l.startswith("| Synchronous: TensorFlow is "

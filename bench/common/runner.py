@@ -8,7 +8,7 @@ import sys
 import time
 import traceback
 
-from . import cellconfig, cpuinfo, interference
+from . import cellconfig, codedigest, cpuinfo, interference
 from .results import write_json
 from .sampler import Sampler
 
@@ -40,7 +40,7 @@ def run(config, train, versions, kernels=None):
               "started": time.time(), "status": "running",
               "process_started": sampler.process.create_time(), "phase": "train",
               "environment": recorded_environment(config), "cpu": cpuinfo.describe(),
-              "kernels": read_kernels(kernels)}
+              "kernels": read_kernels(kernels), "code_digest": codedigest.digest()}
     _BUILDING["result"] = result
     sampler.tracker = interference.start("/%s/%s/" % (config.get("run_id"),
                                                     config.get("cell_id")))

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import registry
+from bench.common import codedigest
 
 from . import runfolder
 from ..clusters import sacct
@@ -67,6 +68,7 @@ def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
         "systems": registry.for_manifest(c.system for c in cells),
         "started": time.time(),
         "same_math": same_math_record(stack.name),
+        "code_digest": codedigest.digest(),  # bench/ here; pre-flight made the nodes' match
         "vm": vm_record(inv.name),
     })
 
@@ -109,6 +111,8 @@ def finish_manifest(path, nodes):
                              for node in nodes}
     manifest["cpu"] = cpus_seen(path)
     manifest["kernels"] = kernels_seen(path)
+    manifest["code_ran"] = sorted({r["code_digest"] for _, r in _results(path)
+                                   if r.get("code_digest")})
     manifest["setup"] = setup_flags(manifest)
     manifest["interference"] = {s["cell_id"]: {"nodes": s.get("interference") or {},
                                                "disturbed": s.get("disturbed") or ""}

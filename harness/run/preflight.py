@@ -1,6 +1,7 @@
 """Before a run touches a node: every host reachable with working credentials, the stack's
 environments present with the pinned versions, the dataset shards present with the checksums the
-controller made, the ports free, enough disk. One round trip per node; each failure names the
+controller made, the node's bench/ code the controller's own (bench/common/codedigest.py: a run
+never records one commit and runs another's trainers), the ports free, enough disk. One round trip per node; each failure names the
 host and the fix, and every failure found is reported at once.
 """
 import json
@@ -8,6 +9,7 @@ import shlex
 import time
 
 import registry
+from bench.common import codedigest
 
 from ..nodes import datasets
 from ..plan import layout
@@ -25,8 +27,10 @@ def check(nodes, stack, cells, inv=None):
         index = _shard_index(cell)
         problems += _too_few_images(cell, index)
         _add_needs(needs, cell, nodes, stack, index)
+    code = codedigest.digest()
     for node in nodes:
         if needs[node.name]["envs"] or needs[node.name]["files"]:
+            needs[node.name]["code"] = code
             taken = node.unusable()  # a Slurm node drained or down, its allocation over
             problems += [taken] if taken else _check_node(node, needs[node.name])
     if problems:
@@ -86,17 +90,20 @@ def _check_node(node, need):
         "mkdir -p %s 2>/dev/null; df -Pk %s | tail -1" % (shlex.quote(workdir),
                                                            shlex.quote(workdir)),
         "echo '#tcp'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null",
+        "echo '#code'; cd %s/code 2>/dev/null && [ -f bench/__init__.py ] && (%s) || echo MISSING"
+        % (shlex.quote(workdir), codedigest.SHELL),
     ] + ["echo '#marker'; cat %s 2>/dev/null || echo MISSING" % shlex.quote(m)
          for m in markers] +
         ["echo '#md5'; md5sum %s 2>&1 || true"
          % " ".join(shlex.quote(f) for f in sorted(need["files"]))])
     out = node.run(script, check=False).stdout  # an unreachable host raises here, named
     disk, tcp, *rest = out.split("\n#")
-    sections = {"marker": [], "md5": []}
+    sections = {"marker": [], "md5": [], "code": []}
     for part in rest:
         kind, _, body = part.partition("\n")
         sections.setdefault(kind.strip("#"), []).append(body)
     return (_disk(node, workdir, disk) + _listening(node, tcp, need["ports"]) +
+            _code(node, need.get("code"), "".join(sections["code"])) +
             _envs(node, need["envs"], sections["marker"]) +
             _shards(node, need["files"], "".join(sections["md5"])))
 
@@ -125,6 +132,19 @@ def _listening(node, text, ports):
                 "give the node another `base_port` in the inventory"
                 % (node.name, ", ".join(map(str, taken)))]
     return []
+
+
+def _code(node, expected, text):
+    """The node's bench/ against the controller's: the trainers that run are the ones whose
+    commit the manifest records."""
+    found = text.split()[0] if text.split() else "MISSING"
+    if expected is None or found == expected:
+        return []
+    if found == "MISSING":
+        return ["%s: no bench/ code under its workdir: %s" % (node.name, PROVISION_FIX)]
+    return ["%s: its bench/ code is not this controller's (digest %s there, %s here: edited "
+            "since the last provisioning, here or there): %s, which copies it" % (
+                node.name, found[:12], expected[:12], PROVISION_FIX)]
 
 
 def _envs(node, envs, markers):
