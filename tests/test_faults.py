@@ -182,10 +182,12 @@ def test_bad_input_is_a_clear_error(provisioned, tmp_path):
                   "results format 0")
 
 
-def test_preflight_names_a_busy_port_a_corrupt_shard_and_other_code(provisioned, tmp_path):
-    """Three faults, all named before any cell: a port in use, a shard changed on disk, and a
+def test_preflight_names_a_busy_port_a_corrupt_shard_other_code_and_a_shared_workdir(
+        provisioned, tmp_path):
+    """Four faults, all named before any cell: a port in use, a shard changed on disk, a
     trainer on node2 that is not the controller's (edited there since provisioning: the run
-    would record the controller's commit and run other code, issue 38)."""
+    would record the controller's commit and run other code), and node1's workdir holding
+    node2's marker, as provisioning leaves it where two nodes share one folder (issue 38)."""
     import socket
     node2 = inventory.load("local").hosts[1]
     shard = next(Path(node2.workdir).expanduser().glob("data/cifar10-*/shard-1-of-%d.bin" % NODES))
@@ -193,6 +195,8 @@ def test_preflight_names_a_busy_port_a_corrupt_shard_and_other_code(provisioned,
     shutil.copyfile(shard, backup)
     trainer = Path(node2.workdir).expanduser() / "code" / "bench" / "pytorch" / "train.py"
     original = trainer.read_text()
+    marker = Path(inventory.load("local").hosts[0].workdir).expanduser() / "node-name"
+    assert marker.read_text() == "node1\n"  # written by provisioning
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", inventory.load("local").hosts[0].base_port))
@@ -204,8 +208,9 @@ def test_preflight_names_a_busy_port_a_corrupt_shard_and_other_code(provisioned,
             handle.seek(100)
             handle.write(bytes([byte[0] ^ 0xFF]))
         trainer.write_text(original + "# edited on the node\n")
+        marker.write_text("node2\n")
         _expect_error(["bench", "--systems", "pytorch-sync", "--results", str(tmp_path)],
-                      "3 problem(s)", "node1: port(s) %d already in use" % listener.getsockname()[1],
+                      "4 problem(s)", "node1: its workdir %s holds node node2's marker" % marker.parent, "node1: port(s) %d already in use" % listener.getsockname()[1],
                       "node2: dataset file %s has md5" % shard,
                       "node2: its bench/ code is not this controller's (digest")
         assert not list(tmp_path.glob("*/manifest.json"))  # nothing started
@@ -213,6 +218,7 @@ def test_preflight_names_a_busy_port_a_corrupt_shard_and_other_code(provisioned,
         listener.close()
         shutil.copyfile(backup, shard)
         trainer.write_text(original)
+        marker.write_text("node1\n")
 
 
 def test_a_dead_controller_leaves_nothing_running_and_its_run_resumes(provisioned, tmp_path,

@@ -199,3 +199,18 @@ def test_auto_sizing_leaves_ssh_hosts_and_explicit_values_alone(tmp_path):
     (tmp_path / "b").mkdir()
     ssh = host("a", 30000, vcpus="auto") + "          ansible_user: u\n"
     assert "`vcpus` is 'auto'" in error_for(tmp_path / "b", ssh, connection="ssh")
+
+
+def test_host_in_a_workdir_is_the_nodes_name_in_every_inventory(tmp_path):
+    """A shared home (NFS) gives every host the same ~/dlbench: `{host}` makes each node's
+    workdir its own, in any inventory, not only Slurm's (issue 38)."""
+    path = tmp_path / "cluster.yml"
+    path.write_text(
+        "all:\n  vars:\n    ansible_connection: ssh\n    ansible_user: bench\n"
+        "    vcpus: 4\n    base_port: 29500\n    workdir: ~/dlbench/{host}\n"
+        "    env_root: ~/.cache/dlbench/envs\n    cluster_interface: eth1\n"
+        "  children:\n    nodes:\n      hosts:\n"
+        "        node1: {address: 10.0.0.11}\n        node2: {address: 10.0.0.12}\n")
+    hosts = inventory.load(str(path)).hosts
+    assert [h.workdir for h in hosts] == ["~/dlbench/node1", "~/dlbench/node2"]
+    assert {h.env_root for h in hosts} == {"~/.cache/dlbench/envs"}  # shared on purpose

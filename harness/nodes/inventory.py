@@ -281,8 +281,9 @@ def _host(path, name, v):
         fail("ansible_user", "is missing for an SSH host", "add `ansible_user:`")
     return Host(
         name=name, address=str(v["address"]), connection=connection,
-        cluster_interface=str(v["cluster_interface"]), vcpus=vcpus, workdir=str(v["workdir"]),
-        base_port=port, env_root=str(v["env_root"]),
+        cluster_interface=str(v["cluster_interface"]), vcpus=vcpus,
+        workdir=str(v["workdir"]).replace("{host}", name), base_port=port,
+        env_root=str(v["env_root"]).replace("{host}", name),
         ssh_host=str(v.get("ansible_host") or v["address"]),
         ssh_port=int(v.get("ansible_port") or 22), user=str(v.get("ansible_user") or ""),
         key=str(v.get("ansible_ssh_private_key_file") or ""),

@@ -90,6 +90,7 @@ def _check_node(node, need):
         "mkdir -p %s 2>/dev/null; df -Pk %s | tail -1" % (shlex.quote(workdir),
                                                            shlex.quote(workdir)),
         "echo '#tcp'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null",
+        "echo '#owner'; cat %s/node-name 2>/dev/null || echo MISSING" % shlex.quote(workdir),
         "echo '#code'; cd %s/code 2>/dev/null && [ -f bench/__init__.py ] && (%s) || echo MISSING"
         % (shlex.quote(workdir), codedigest.SHELL),
     ] + ["echo '#marker'; cat %s 2>/dev/null || echo MISSING" % shlex.quote(m)
@@ -98,11 +99,12 @@ def _check_node(node, need):
          % " ".join(shlex.quote(f) for f in sorted(need["files"]))])
     out = node.run(script, check=False).stdout  # an unreachable host raises here, named
     disk, tcp, *rest = out.split("\n#")
-    sections = {"marker": [], "md5": [], "code": []}
+    sections = {"marker": [], "md5": [], "code": [], "owner": []}
     for part in rest:
         kind, _, body = part.partition("\n")
         sections.setdefault(kind.strip("#"), []).append(body)
     return (_disk(node, workdir, disk) + _listening(node, tcp, need["ports"]) +
+            _owner(node, workdir, "".join(sections["owner"])) +
             _code(node, need.get("code"), "".join(sections["code"])) +
             _envs(node, need["envs"], sections["marker"]) +
             _shards(node, need["files"], "".join(sections["md5"])))
@@ -132,6 +134,20 @@ def _listening(node, text, ports):
                 "give the node another `base_port` in the inventory"
                 % (node.name, ", ".join(map(str, taken)))]
     return []
+
+
+def _owner(node, workdir, text):
+    """The name provisioning wrote into the node's workdir: another node's means the two share
+    the folder (a shared filesystem), or that it is stale; MISSING, a workdir provisioned
+    before the marker existed, passes (the env and shard checks still apply)."""
+    found = text.strip()
+    if found in ("", "MISSING", node.name):
+        return []
+    return ["%s: its workdir %s holds node %s's marker: the two nodes share that folder (a "
+            "shared filesystem, an NFS home), where their shards, progress files and results "
+            "would collide; give each node its own, e.g. `workdir: ~/dlbench/{host}` ({host} "
+            "is the node's name; the env_root may stay shared), then run `invoke provision` "
+            "(it also rewrites a stale marker)" % (node.name, workdir, found)]
 
 
 def _code(node, expected, text):
