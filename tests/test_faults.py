@@ -279,6 +279,9 @@ STALLS = [  # (system, phase of node 2's victim when it is stopped, victim, extr
     # a tensorflow-async server in setup is importing TensorFlow for seconds, and nobody else
     # watches it
     ("tensorflow-async", "setup", "worker-1", ()),
+    # TF-sync's heartbeat aborts node1's collective about 15 s after node2 stops (exit 1):
+    # the reason names node2 first (issue 38)
+    ("tensorflow-sync", "train", "worker-1", ("--steps", "300")),
     ("pytorch-sync", "train", "worker-1", ("--steps", "300")),
     ("pytorch-sync", "calibrate", "worker-1", ()),
     ("pytorch-sync", "profile", "worker-1", ("--profile-steps", "300")),
@@ -311,10 +314,14 @@ def test_a_stopped_process_fails_its_cell_as_stalled(provisioned, tmp_path, syst
         assert status["warning"].startswith("operator profile incomplete: " + said), status
     else:
         assert status["status"] == "failed", status
-        assert status["reason"].startswith(said), status["reason"]
+        blamed = "node2/%s wrote no progress for" % victim  # before a peer failed on it
+        assert status["reason"].startswith((said, blamed)), status["reason"]
     late = status["detected"] - stopper.killed_at - stall.FROZEN_SECONDS
-    print("\n%s stopped in %s: failed as stalled %.1f s after the bound" % (system, phase, late))
-    assert -1.0 < late < 5.0, status
+    print("\n%s stopped in %s: failed %.1f s after the stall bound: %s" % (
+        system, phase, late, status.get("reason", "")[:120]))
+    floor = -stall.FROZEN_SECONDS + stall.QUIET_PEER_SECONDS - 1.0 \
+        if status.get("reason", "").startswith("node2/") else -1.0
+    assert floor < late < 5.0, status
     assert "node2/%s" % victim in status["log_tails"]
     assert sum(len(p) for p in faults.strays(nodes, run_id).values()) == 0
 

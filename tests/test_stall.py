@@ -155,3 +155,24 @@ def test_a_process_that_wrote_a_succeeded_result_and_lingers_is_stopped_not_fail
                                pid=7, progress={"phase": phase})
         assert not launch.finished_but_lingering(other, "why")
         assert other.rc is None and other.node.killed == []
+
+
+def test_a_failure_after_a_peer_froze_names_the_peer_first():
+    """node2's worker stopped (SIGSTOP) at t=10; TensorFlow's heartbeat aborted node1's
+    collective 14.8 s later (exit 1). The reason names node2 first, node1 after; a peer still
+    starting, or beating, is not blamed."""
+    from harness.run import launch
+    watch = stall.StallWatch(stall.Bounds.for_cell(CELL))
+    node1, node2 = proc("node1/worker-0"), proc("node2/worker-1")
+    starting = proc("node3/worker-2", phase="setup", updated=0)
+    for t in range(0, 25):
+        node1.progress = {"phase": "train", "step": t, "updated": t}
+        node2.progress = {"phase": "train", "step": min(t, 10), "updated": min(t, 10)}
+        watch.check([node1, node2, starting], float(t))
+    node1.rc = 1
+    reason = launch.blamed([node1], watch.quiet_peers([node1, node2, starting], 24.8))
+    assert reason == ("node2/worker-1 wrote no progress for 15 s before (the process stopped, "
+                      "or its host went silent); then node1/worker-0 exited with 1")
+    # a crash with every peer beating is the crashed process's alone
+    assert launch.blamed([node1], watch.quiet_peers([node1], 24.8)) == \
+        "node1/worker-0 exited with 1"

@@ -211,7 +211,7 @@ def watch(cell, processes, timeout, display, bounds=None):
         failed = [p for p in processes if (p.rc not in (None, 0)) or
                   (p.rc is None and not alive[p.label])]
         if failed:
-            return "failed", "; ".join(_death(p) for p in failed)
+            return "failed", blamed(failed, stalls.quiet_peers(processes, time.monotonic()))
         stalled = stalls.check(processes, time.monotonic())
         stalled = [(p, why) for p, why in stalled if not finished_but_lingering(p, why)]
         if stalled:
@@ -249,6 +249,18 @@ def unanswering(processes):
 def unusable(nodes, fresh=False):
     """Why some of these nodes can run no more (a scheduler took them away), or ""."""
     return "; ".join(filter(None, (node.unusable(fresh) for node in nodes)))
+
+
+def blamed(failed, quiet):
+    """The reason of a failure, the peers that had stopped moving first: a process that fails
+    after a peer froze (its collective aborted) is the messenger, not the fault."""
+    deaths = "; ".join(_death(p) for p in failed)
+    quiet = [(p, seconds) for p, seconds in quiet if p not in failed]
+    if not quiet:
+        return deaths
+    return "%s; then %s" % ("; ".join(
+        "%s wrote no progress for %.0f s before (the process stopped, or its host went "
+        "silent)" % (p.label, seconds) for p, seconds in quiet), deaths)
 
 
 def _death(proc):

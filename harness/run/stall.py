@@ -35,6 +35,11 @@ ENDED = ("succeeded", "failed")  # written last, when the sampler stops
 # TensorFlow's multi-worker teardown took over 20 s after a worker's result was written (its
 # peers' collectives closing): an ended process gets 3x the freeze bound to exit
 EXIT_MULTIPLE = 3.0
+# A peer whose heartbeat has stood still this long when another process fails is named first
+# (times the slowness): TensorFlow's own heartbeat aborted a healthy worker's collective 14.8 s
+# after its peer was stopped, and "node1/worker-0 exited with 1" sent the user to the wrong
+# node. Ten sampler intervals; start-up is left out, as an import can hold the sampler.
+QUIET_PEER_SECONDS = 5.0
 
 
 @dataclass
@@ -85,6 +90,19 @@ class StallWatch:
             if why:
                 stalled.append((proc, why))
         return stalled
+
+    def quiet_peers(self, processes, now):
+        """[(process, seconds)] of the running processes, past start-up, whose heartbeat has
+        stood still for QUIET_PEER_SECONDS (x slowness) or more, the quietest first."""
+        floor = QUIET_PEER_SECONDS * self.bounds.slowness
+        found = []
+        for proc in processes:
+            seen = self.seen.get(proc.label)
+            phase = (proc.progress or {}).get("phase")
+            if proc.rc is None and seen and phase not in STARTING + ENDED \
+                    and now - seen[2] >= floor:
+                found.append((proc, now - seen[2]))
+        return sorted(found, key=lambda pair: -pair[1])
 
     def _why(self, proc, now):
         progress = proc.progress or {}
