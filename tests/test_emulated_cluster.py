@@ -198,6 +198,41 @@ def test_a_cut_link_fails_the_cell_and_leaves_no_process(netns, tmp_path, capsys
               % (first["detected"] - cut, first["ended"] - first["detected"], first["reason"]))
 
 
+def test_the_mesh_check_names_a_blocked_port_and_a_wrong_interface_in_seconds(netns, tmp_path,
+                                                                             capsys):
+    """A firewall in node2's namespace drops TCP to its TensorFlow worker port; then an
+    inventory naming an interface the hosts do not have. Each stops `bench` before any cell,
+    naming the pair, the port or the interface, and the fix (issue 38)."""
+    import registry
+    node2 = netns["hosts"][1]
+    port = 29500 + registry.ports()["tf_worker"]
+    rule = ["INPUT", "-p", "tcp", "--dport", str(port), "-j", "DROP"]
+    iptables = ["ip", "netns", "exec", node2["namespace"], "iptables"]
+    subprocess.run(iptables + ["-I"] + rule, check=True)
+    try:
+        began = time.monotonic()
+        out = invoke("bench", "--inventory", "netns", "--systems", "tensorflow-sync",
+                     "--results", str(tmp_path), check=False)
+        took = time.monotonic() - began
+    finally:
+        subprocess.run(iptables + ["-D"] + rule, check=True)
+    said = out.stdout + out.stderr
+    assert out.returncode == 2, said
+    assert "node1 -> node2: %s:%d: no answer in 2 s: allow TCP between the nodes' cluster " \
+        "addresses" % (node2["address"], port) in said, said
+    assert not list(tmp_path.glob("*/manifest.json"))  # no cell, no run folder
+    wrong = tmp_path / "wrong-interface.yml"
+    wrong.write_text(Path(netns["inventory"]).read_text().replace(
+        "cluster_interface: eth0", "cluster_interface: eth9"))
+    out = invoke("bench", "--inventory", str(wrong), "--systems", "pytorch-sync",
+                 "--results", str(tmp_path), check=False)
+    said = out.stdout + out.stderr
+    assert out.returncode == 2, said
+    assert "node2: cluster_interface eth9 is not an interface here (there are " in said, said
+    with capsys.disabled():
+        print("\nmesh check: a blocked port named %.1f s after `invoke bench` began" % took)
+
+
 def test_down_removes_what_up_made(netns):
     invoke("cluster.down")
     assert "nothing to remove" in invoke("cluster.down").stdout

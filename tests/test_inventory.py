@@ -214,3 +214,33 @@ def test_host_in_a_workdir_is_the_nodes_name_in_every_inventory(tmp_path):
     hosts = inventory.load(str(path)).hosts
     assert [h.workdir for h in hosts] == ["~/dlbench/node1", "~/dlbench/node2"]
     assert {h.env_root for h in hosts} == {"~/.cache/dlbench/envs"}  # shared on purpose
+
+
+def test_the_mesh_check_names_an_unreachable_port_and_a_wrong_interface():
+    """The script each node runs (harness/run/mesh.py), run here: a port where nothing listens
+    is named with its peer; an interface that does not exist is named with the ones that do;
+    and the controller turns each into a line naming the pair, the port and the fix."""
+    import json
+    import socket
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+    from harness.run import mesh
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    closed = free.getsockname()[1]
+    free.close()
+    args = ["127.0.0.1", "lo", [], [["node2", "127.0.0.1", closed]], 0.1, 1.0]
+    out = json.loads(subprocess.run([sys.executable, "-c", mesh.SCRIPT, json.dumps(args)],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert out["iface"] is None and out["bind"] == []
+    assert out["connect"] == [["node2", "127.0.0.1", closed, "Connection refused"]]
+    wrong = json.loads(subprocess.run([sys.executable, "-c", mesh.SCRIPT, json.dumps(
+        ["127.0.0.1", "eth9", [], [], 0.1, 1.0])], capture_output=True, text=True,
+        check=True).stdout)
+    assert wrong["iface"].startswith("eth9 is not an interface here (there are lo")
+    node = SimpleNamespace(name="node1", host=SimpleNamespace(address="10.0.0.11"))
+    said = mesh._problems(node, dict(wrong, connect=[["node2", "10.0.0.12", 29510,
+                                                     "no answer in 2 s"]]))
+    assert said[0].startswith("node1: cluster_interface eth9 is not an interface here")
+    assert said[1] == ("node1 -> node2: 10.0.0.12:29510: no answer in 2 s: " + mesh.FIREWALL_FIX)

@@ -11,6 +11,7 @@ import time
 import registry
 from bench.common import codedigest
 
+from . import mesh
 from ..nodes import datasets
 from ..plan import layout
 from ..errors import UserError
@@ -28,11 +29,13 @@ def check(nodes, stack, cells, inv=None):
         problems += _too_few_images(cell, index)
         _add_needs(needs, cell, nodes, stack, index)
     code = codedigest.digest()
-    for node in nodes:
-        if needs[node.name]["envs"] or needs[node.name]["files"]:
-            needs[node.name]["code"] = code
-            taken = node.unusable()  # a Slurm node drained or down, its allocation over
-            problems += [taken] if taken else _check_node(node, needs[node.name])
+    used = [node for node in nodes if needs[node.name]["envs"] or needs[node.name]["files"]]
+    for node in used:
+        needs[node.name]["code"] = code
+        taken = node.unusable()  # a Slurm node drained or down, its allocation over
+        problems += [taken] if taken else _check_node(node, needs[node.name])
+    if not problems and mesh.needed(used):  # the nodes as they are; then the network between
+        problems = mesh.check({node: needs[node.name]["ports"] for node in used})
     if problems:
         raise UserError("pre-flight found %d problem(s):\n  %s"
                         % (len(problems), "\n  ".join(problems)),
