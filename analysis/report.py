@@ -547,7 +547,7 @@ def table_v_section(groups, manifest=None):
                   "benchmarks measured. The paper's figure is a mean over its %d CIFAR-10 "
                   "benchmarks (section V-F): it stands beside a measured mean only where the "
                   "run measured all of them; the ratio claims above compare like with like "
-                  "on fewer. Where a coordinator times the steps (tensorflow-async), "
+                  "on fewer. Where a coordinator times the steps (registry `timed_by`), "
                   "communication so defined (section IV-C) holds the coordinator's dispatch: "
                   "its step less a worker's own closure, x the steps. The paper also says that "
                   "in the asynchronous case \"communication time refers to the time consumed "

@@ -19,6 +19,10 @@ def paper_setup(path=REFERENCE):
     return yaml.safe_load(Path(path).read_text())["setup"]
 
 
+def paper_sources(path=REFERENCE):
+    return yaml.safe_load(Path(path).read_text())["sources"]
+
+
 def sources_text(path=REFERENCE):
     """Where each of the paper's setup values above comes from (paper.yml `sources`): its
     section, "not stated", or the package's reading, grouped."""
@@ -324,21 +328,21 @@ def _kernel_deviations(setup, paper, out):
     of its backward pass; `invoke explain` measured this factor alone at x0.15-0.47 on
     TensorFlow's claims), `kernels` for the others. Each bears only on claims about that
     framework (`systems`)."""
+    source = paper_sources()["kernels"]
     for framework, seen in sorted((setup.get("kernels") or {}).items()):
         expected = (paper.get("kernels") or {}).get(framework)
         ran = [library for library in seen.get("library") or [] if library != expected]
         if not expected or not ran:
             continue
-        out.append({"key": "tf_kernels" if framework == "tensorflow" else "kernels",
-                    "systems": [s for s, entry in registry.systems().items()
-                                if entry["framework"] == framework],
+        entry = registry.frameworks()[framework]
+        out.append({"key": entry.get("kernels_deviation", "kernels"),
+                    "systems": [s for s, system in registry.systems().items()
+                                if system["framework"] == framework],
                     "text": "%s ran %s kernels, as its own processes said (%s); the paper's "
-                            "ran %s (section V-E: \"TensorFlow uses the Eigen library ... "
-                            "PyTorch and MXNet are based on oneDNN\"), and explains "
-                            "TensorFlow's slow backward pass by that difference" % (
-                                registry.frameworks()[framework]["name"],
-                                "/".join(seen["library"]), seen.get("read") or "?",
-                                expected)})
+                            "ran %s (section %s: \"%s\")" % (
+                                entry["name"], "/".join(seen["library"]),
+                                seen.get("read") or "?", expected, source["section"],
+                                " ".join(source["quote"].split()))})
 
 
 def _coordinator_deviations(setup, out):

@@ -62,6 +62,33 @@ def ports():
     return load()["ports"]
 
 
+def firewall_table():
+    """The firewall table of docs/reproducing.md, as markdown lines: each fixed port (offset
+    from base_port), who listens, and the system-modes that use it, from this registry."""
+    raw = load()
+    users = {name: [] for name in raw["ports"]}
+    for system, entry in raw["systems"].items():
+        named = list(entry["listens"].values()) + list((entry.get("profiler") or {}).values())
+        named += [p for k, p in entry["launch"].items() if k != "cluster"]
+        named += ["agree"] if entry["mode"] == "sync" else []
+        for port in dict.fromkeys(named):
+            users[port].append(system)
+    lines = ["| port (TCP) | who listens | system-modes |", "| --- | --- | --- |",
+             "| 22 | sshd on every node, from the controller (not on Slurm: job steps) | all |",
+             "| 1 | nothing: the controller's liveness probe during a cell expects a refusal; "
+             "where a firewall drops it, the probe uses 22 | all |"]
+    for name, offset in sorted(raw["ports"].items(), key=lambda item: item[1]):
+        when = ", ".join(users[name])
+        if name == "agree":
+            when += " (verdict profile)"
+        elif name.startswith("tf_profiler"):
+            when += " (profiled steps)"
+        lines.append("| base_port + %d | %s | %s |" % (offset, raw["listeners"][name], when))
+    lines.append("| 1024-65535 | Gloo pairs and ps-lite servers and workers bind ephemeral ports "
+                 "| pytorch-sync, mxnet-sync, mxnet-async |")
+    return lines
+
+
 def ordered(names):
     """System-modes in the registry's display order; unknown names last, sorted."""
     known = systems()

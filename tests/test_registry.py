@@ -134,3 +134,13 @@ def test_the_help_texts_list_what_the_repository_holds():
         assert benchmark in flat, benchmark
     for name, spec in matrix.PROFILES.items():
         assert "%s %d" % (name, spec["profile_steps"]) in flat, name
+
+
+def test_the_firewall_table_in_the_docs_is_the_registrys():
+    """docs/reproducing.md's firewall table is generated from registry/systems.yml: a port
+    added or moved there and not in the docs fails here (it had left out base_port + 2 and the
+    liveness probe's port 1)."""
+    docs = (REPO / "docs" / "reproducing.md").read_text()
+    table = "\n".join(registry.firewall_table())
+    assert table in docs, "paste into docs/reproducing.md (Firewall):\n" + table
+    assert "| base_port + 2 |" in table and "| 1 | nothing" in table
