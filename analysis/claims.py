@@ -38,7 +38,7 @@ BEARING = {
                       "steps"],
     "operators": ["shared_cores", "emulated_cpu", "cpu", "threads", "versions", "python"],
     # a worker's memory: its data (a shard, or the whole set), its model, the input cache
-    "memory": ["versions", "python", "data", "steps", "epochs"],
+    "memory": ["versions", "python", "data", "page_cache", "steps", "epochs"],
 }
 # deviations that bear on these kinds of claim, and only on the claims that compare one of
 # their `systems` (system-modes)

@@ -536,8 +536,11 @@ def table_v_section(groups, manifest=None):
         mean = sum(f[0] for f in found) / len(found) if found else math.nan
         dispatch = sum(f[1] for f in found) / len(found) if found else math.nan
         whole = len(found) == len(ref["benchmarks"])  # like for like: the paper's mean
-        rows.append([system, _num(mean, "%.2f"), _num(dispatch, "%.2f"),
-                     _num(mean - (dispatch if dispatch == dispatch else 0.0), "%.2f"),
+        # nothing dispatched: all of it is transfer and waits; a coordinator's dispatch not
+        # known (its workers' step missing): the rest is not known either
+        timed = consistency.coordinator_timed(system, manifest)
+        rest = mean - dispatch if timed else mean
+        rows.append([system, _num(mean, "%.2f"), _num(dispatch, "%.2f"), _num(rest, "%.2f"),
                      "%d of %d" % (len(found), len(ref["benchmarks"])),
                      "%.2f" % paper if whole else "not comparable (%.2f over %d)" % (
                          paper, len(ref["benchmarks"]))])

@@ -81,7 +81,9 @@ def _worker_records(spec, base):
         rec = dict(base, node="node%d" % (rank + 1), role="worker", rank=rank,
                    status="succeeded")
         values = dict(spec["phases"], step=step, train_seconds=spec["seconds"] - spec["startup"],
-                      peak_rss_mb=spec.get("peak_rss", 500.0) + 100 * rank, parameters=params,
+                      peak_rss_mb=spec.get("peak_rss", 500.0) + 100 * rank,
+                      peak_own_rss_mb=spec.get("peak_rss", 500.0) + 100 * rank,
+                      parameters=params,
                       net_bytes_sent_per_step=params * 8.0,
                       wall_step=spec.get("wall_step") or step,
                       startup_seconds=spec["startup"], execution_seconds=spec["seconds"])

@@ -58,6 +58,7 @@ def run(config, train, versions, kernels=None):
         sampler.stop(result["status"])
         result["interference"] = interference.finish(sampler.tracker)
         result["peak_rss_mb"] = sampler.peak_rss_mb
+        result["peak_own_rss_mb"] = sampler.peak_own_rss_mb
         write_json(os.path.join(out_dir, "result.json"), result)
     return result
 

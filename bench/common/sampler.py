@@ -28,6 +28,7 @@ class Sampler(object):
         self.process = psutil.Process()
         self.started = time.time()
         self.peak_rss_mb = 0.0
+        self.peak_own_rss_mb = 0.0  # the process alone, its forked loaders left out
         self._stop = threading.Event()
         self.tracker = None  # interference.Tracker (or None), ticked with every sample
         self._thread = threading.Thread(target=self._run, name="sampler")
@@ -80,6 +81,7 @@ class Sampler(object):
             except psutil.Error:
                 pass  # a loader worker that just exited
         self.peak_rss_mb = max(self.peak_rss_mb, rss + children)
+        self.peak_own_rss_mb = max(self.peak_own_rss_mb, rss)
         vm = psutil.virtual_memory()
         sent, recv = self.net_counters()
         return ["%.3f" % now, "%.3f" % (now - self.started), "%.1f" % rss, "%.1f" % children,

@@ -293,7 +293,7 @@ def _process_records(base, result_file, slurm_rows):
         out = [dict(rec, metric=phase, value=summary[phase], unit="s/step")
                for phase in SUMMARY_METRICS if summary.get(phase) is not None]
     for metric, unit in (("train_seconds", "s"), ("peak_rss_mb", "MB"),
-                         ("wall_step", "s/step"), ("parameters", "count"),
+                         ("peak_own_rss_mb", "MB"), ("wall_step", "s/step"), ("parameters", "count"),
                          ("startup_seconds", "s"), ("execution_seconds", "s")):
         if result.get(metric) is not None:
             out.append(dict(rec, metric=metric, value=result[metric], unit=unit))
