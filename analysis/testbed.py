@@ -381,9 +381,12 @@ def kernels_text(setup, paper):
     """"tensorflow: oneDNN (paper: Eigen); pytorch: oneDNN, AVX2 (paper: oneDNN)": what each
     framework's processes said they ran, or why that is not known."""
     parts = []
+    run = {entry["framework"] for entry in (setup.get("systems") or {}).values()}
     for framework, expected in sorted((paper.get("kernels") or {}).items()):
         seen = (setup.get("kernels") or {}).get(framework)
-        if not seen:
+        if not seen and framework not in run:
+            ran = "not run"
+        elif not seen:
             ran = "not read (no process of the run recorded it)"
         elif not seen.get("library"):
             ran = "not read (%s)" % "; ".join(seen.get("errors") or ["?"])

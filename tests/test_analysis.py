@@ -787,7 +787,7 @@ def test_tensorflow_on_onednn_is_named_beside_its_claims_only():
         "TensorFlow ran oneDNN kernels, as its own processes said "
         "(_pywrap_util_port.IsMklEnabled()); the paper says it uses Eigen (section V-E")
     assert testbed.kernels_text(bed, bed["paper"]) == (
-        "mxnet: not read (no process of the run recorded it) (paper: oneDNN); "
+        "mxnet: not run (paper: oneDNN); "
         "pytorch: oneDNN, AVX2 (paper: oneDNN); tensorflow: oneDNN (paper: Eigen)")
     context = {"deviations": bed["deviations"]}
     by_id = {c["id"]: c for c in claims.load_reference()["headline"] +
