@@ -3,12 +3,15 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: quickstart test venv
+.PHONY: quickstart test check venv
 quickstart: venv  ## set up, then provision + bench + collect + analyze on the local cluster (smoke)
 	$(BIN)/invoke reproduce
 
 test: venv  ## unit tests and one real end-to-end smoke run on the local cluster
 	$(BIN)/pytest --junitxml=results/tests/junit.xml  # read by `invoke artifact`
+
+check: venv  ## the fast tier, before a change: static checks and unit tests, no cluster (~1.5 min)
+	$(BIN)/pytest -q -m "not cluster"
 
 venv: $(VENV)/.installed
 
