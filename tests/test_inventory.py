@@ -224,21 +224,40 @@ def test_the_mesh_check_names_an_unreachable_port_and_a_wrong_interface():
     import socket
     import subprocess
     import sys
+    import time
     from types import SimpleNamespace
     from harness.run import mesh
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     closed = free.getsockname()[1]
     free.close()
-    args = ["127.0.0.1", "lo", [], [["node2", "127.0.0.1", closed]], 0.1, 1.0]
+    args = ["127.0.0.1", "lo", [], [["node2", "127.0.0.1", closed]], 1, 0.5, 1.0]
     out = json.loads(subprocess.run([sys.executable, "-c", mesh.SCRIPT, json.dumps(args)],
                                     capture_output=True, text=True, check=True).stdout)
     assert out["iface"] is None and out["bind"] == []
     assert out["connect"] == [["node2", "127.0.0.1", closed, "Connection refused"]]
     wrong = json.loads(subprocess.run([sys.executable, "-c", mesh.SCRIPT, json.dumps(
-        ["127.0.0.1", "eth9", [], [], 0.1, 1.0])], capture_output=True, text=True,
+        ["127.0.0.1", "eth9", [], [], 1, 0.5, 1.0])], capture_output=True, text=True,
         check=True).stdout)
     assert wrong["iface"].startswith("eth9 is not an interface here (there are lo")
+    # two nodes whose checks start a second apart (a Slurm job step, an SSH session): the
+    # early one's refusals are retried until the late one listens; both wait for the other
+    ports = []
+    for _ in range(2):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        ports.append(sock.getsockname()[1])
+        sock.close()
+    checks = []
+    for me, peer in ((0, 1), (1, 0)):
+        args = ["127.0.0.1", "lo", [ports[me]], [["node%d" % (peer + 1), "127.0.0.1",
+                                                   ports[peer]]], 1, 6.0, 2.0]
+        checks.append(subprocess.Popen([sys.executable, "-c", mesh.SCRIPT, json.dumps(args)],
+                                       stdout=subprocess.PIPE, text=True))
+        time.sleep(1.0)
+    for check in checks:
+        assert json.loads(check.communicate(timeout=20)[0]) == {
+            "iface": None, "bind": [], "connect": []}
     node = SimpleNamespace(name="node1", host=SimpleNamespace(address="10.0.0.11"))
     said = mesh._problems(node, dict(wrong, connect=[["node2", "10.0.0.12", 29510,
                                                      "no answer in 2 s"]]))

@@ -11,13 +11,15 @@ import json
 import shlex
 import threading
 
-WAIT = 1.5  # s every node listens before any connects: the nodes start within this
-CONNECT = 2.0  # s a connection may take before it counts as unanswered
-# On the node: check the interface holds the address (`ip -o addr`), listen, wait, connect
-# to every peer's ports, stay listening until the others are done, print JSON.
+PATIENCE = 6.0  # s a node keeps trying a peer's port: the nodes' checks start at once, not
+# at the same instant (a Slurm job step, an SSH session), so a refusal is retried until then
+CONNECT = 2.0  # s one attempt may take before it counts as unanswered
+# On the node: check the interface holds the address (`ip -o addr`); listen on its ports;
+# connect to every peer's ports, all at once, each retried until PATIENCE; keep accepting until
+# every peer has connected to every port here (or PATIENCE + CONNECT + 1 s); print JSON.
 SCRIPT = r"""
-import json, socket, subprocess, sys, time
-me, iface, ports, peers, wait, timeout = json.loads(sys.argv[1])
+import json, select, socket, subprocess, sys, threading, time
+me, iface, ports, peers, expected, patience, timeout = json.loads(sys.argv[1])
 out = {"iface": None, "bind": [], "connect": []}
 began = time.time()
 names = [name for _, name in socket.if_nameindex()]
@@ -32,25 +34,40 @@ else:
             out["iface"] = "%s holds %s, not %s" % (iface, ", ".join(held) or "no address", me)
     except OSError:  # no `ip`: the interface exists, which is what can be told
         pass
-listening = []
+listening = {}
 for port in ports:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((me, port))
         sock.listen(64)
-        listening.append(sock)
+        listening[sock] = port
     except OSError as error:
         out["bind"].append([port, error.strerror])
-time.sleep(max(0.0, began + wait - time.time()))
-for name, address, port in peers:
-    try:
-        socket.create_connection((address, port), timeout).close()
-    except socket.timeout:
-        out["connect"].append([name, address, port, "no answer in %g s" % timeout])
-    except OSError as error:
-        out["connect"].append([name, address, port, error.strerror])
-time.sleep(max(0.0, began + 2 * wait + timeout - time.time()))
+def attempt(name, address, port):
+    while True:
+        try:
+            socket.create_connection((address, port), timeout).close()
+            return
+        except socket.timeout:
+            why = "no answer in %g s" % timeout
+        except OSError as error:
+            why = error.strerror
+        if time.time() - began > patience:
+            out["connect"].append([name, address, port, why])
+            return
+        time.sleep(0.2)
+threads = [threading.Thread(target=attempt, args=peer) for peer in peers]
+for thread in threads:
+    thread.start()
+accepted = dict.fromkeys(listening.values(), 0)
+while time.time() < began + patience + timeout + 1 and (
+        any(t.is_alive() for t in threads) or min(list(accepted.values()) + [expected]) < expected):
+    for sock in select.select(list(listening), [], [], 0.2)[0]:
+        sock.accept()[0].close()
+        accepted[listening[sock]] += 1
+for thread in threads:
+    thread.join()
 print(json.dumps(out))
 """
 FIREWALL_FIX = ("allow TCP between the nodes' cluster addresses (docs/reproducing.md, "
@@ -71,7 +88,7 @@ def check(ports):
         peers = [(other.name, other.host.address, port) for other in nodes if other is not node
                  for port in sorted(ports[other])]
         args = [node.host.address, node.host.cluster_interface, sorted(ports[node]), peers,
-                WAIT, CONNECT]
+                len(nodes) - 1, PATIENCE, CONNECT]
         thread = threading.Thread(target=_run, args=(node, args, found))
         thread.start()
         threads.append(thread)
