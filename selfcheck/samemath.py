@@ -51,16 +51,22 @@ PLANTED = node_side.PLANTED
 
 
 def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems=None,
-        planted="", floor=None):
+        planted="", floor=None, against=None):
     """Provision, run the `math` profile, collect, compare; returns the verdict (see
     compare) with the run's path. Prints the table and writes math.md, math.json and the
     loss curves beside the run. benchmark: lenet5-cifar10 (the check in CI) or a ResNet (a
     benchmark of minutes). floor (default: on for a ResNet): run the synchronous
     system-modes a second time from weights perturbed by one rounding step, and let each
-    step's tolerance grow with the differences that perturbation grew to (noise_floor)."""
-    provision.run(inventory_name, stack_name, "math")
+    step's tolerance grow with the differences that perturbation grew to (noise_floor).
+    against: an earlier clean run's folder (its `run`) on the same nodes: only `systems` run
+    now, and the others' losses and weights are read from it (a planted error's test need not
+    run the clean system-modes again)."""
+    if against is None:
+        provision.run(inventory_name, stack_name, "math")
     out = Path(results) / ("math-%s" % collect.new_run_id())
     systems_run = math_run(inventory_name, stack_name, out, "run", benchmark, systems, planted)
+    if against is not None:
+        systems_run = dict(load(against), **systems_run)
     noise = None
     if floor if floor is not None else not benchmark.startswith("lenet5"):
         sync = ",".join(sorted(n for n, e in systems_run.items() if e["mode"] == "sync"))

@@ -6,6 +6,7 @@ runs the five system-modes' smoke over SSH, and checks that communication follow
 bandwidth while compute does not."""
 import json
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -231,6 +232,39 @@ def test_the_mesh_check_names_a_blocked_port_and_a_wrong_interface_in_seconds(ne
     assert "node2: cluster_interface eth9 is not an interface here (there are " in said, said
     with capsys.disabled():
         print("\nmesh check: a blocked port named %.1f s after `invoke bench` began" % took)
+
+
+def test_nodes_behind_a_bastion_are_provisioned_run_and_collected(netns, tmp_path, capsys):
+    """node1 as the bastion: the controller's own packets to node2 and node3 are refused
+    (iptables OUTPUT here), so every SSH session to them goes through node1, Ansible's by
+    ProxyCommand and the harness's by Fabric's gateway; provision, a cell and collect work,
+    and the liveness watch asks through the bastion too (issue 38)."""
+    bastion, *behind = netns["hosts"]
+    rules = [["OUTPUT", "-d", h["address"], "-p", "tcp", "-j", "REJECT"] for h in behind]
+    inventory_file = tmp_path / "behind-a-bastion.yml"
+    inventory_file.write_text(Path(netns["inventory"]).read_text().replace(
+        "    base_port: 29500\n",
+        "    base_port: 29500\n    jump_host: root@%s\n" % bastion["address"]))
+    for rule in rules:
+        subprocess.run(["iptables", "-I"] + rule, check=True)
+    try:
+        with pytest.raises(OSError):  # the controller cannot reach them itself
+            socket.create_connection((behind[0]["address"], 22), 2).close()
+        began = time.monotonic()
+        run = provision_bench_collect(inventory_file, "pytorch-sync", tmp_path / "results")
+        took = time.monotonic() - began
+    finally:
+        for rule in rules:
+            subprocess.run(["iptables", "-D"] + rule, check=True)
+    statuses = [json.loads(p.read_text()) for p in run.glob("*/status.json")]
+    assert [s["status"] for s in statuses] == ["succeeded"]
+    assert {r["node"] for r in records_of_run(run)} >= {h["name"] for h in behind}
+    with capsys.disabled():
+        print("\nbehind a bastion: provision, a pytorch-sync cell and collect in %.0f s" % took)
+
+
+def records_of_run(run):
+    return [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
 
 
 def test_down_removes_what_up_made(netns):

@@ -263,3 +263,32 @@ def test_the_mesh_check_names_an_unreachable_port_and_a_wrong_interface():
                                                      "no answer in 2 s"]]))
     assert said[0].startswith("node1: cluster_interface eth9 is not an interface here")
     assert said[1] == ("node1 -> node2: 10.0.0.12:29510: no answer in 2 s: " + mesh.FIREWALL_FIX)
+
+
+def test_a_bastion_is_parsed_and_becomes_ansibles_proxy_command(tmp_path):
+    """`jump_host: [user@]host[:port]`: Fabric connects through it (gateway), and Ansible gets
+    a ProxyCommand with the bastion's key checked against the same known_hosts (issue 38)."""
+    import shlex
+    from harness.nodes import provision
+    path = tmp_path / "cluster.yml"
+    path.write_text(
+        "all:\n  vars:\n    ansible_connection: ssh\n    ansible_user: bench\n"
+        "    ansible_ssh_private_key_file: /keys/id\n    known_hosts: /keys/known\n"
+        "    vcpus: 4\n    base_port: 29500\n    workdir: ~/dlbench/{host}\n"
+        "    env_root: ~/envs\n    cluster_interface: eth1\n    jump_host: gate.example:2222\n"
+        "  children:\n    nodes:\n      hosts:\n        node1: {address: 10.0.0.11}\n"
+        "        node2: {address: 10.0.0.12, jump_host: ops@10.0.0.1}\n")
+    inv = inventory.load(str(path))
+    assert [h.jump for h in inv.hosts] == [("bench", "gate.example", 2222),
+                                           ("ops", "10.0.0.1", 22)]
+    extra = shlex.split(provision.proxy_command(inv.hosts[0]))
+    assert extra == ["-o", "ProxyCommand=ssh -o BatchMode=yes -o StrictHostKeyChecking=yes "
+                     "-p 2222 -o UserKnownHostsFile=/keys/known -i /keys/id -W %h:%p "
+                     "bench@gate.example"]
+    written = provision.ansible_inventory(inv)
+    import json
+    hosts = json.loads(written.read_text())["all"]["children"]["nodes"]["hosts"]
+    assert hosts["node2"]["ansible_ssh_extra_args"].endswith("ops@10.0.0.1'")
+    path.write_text(path.read_text().replace("gate.example:2222", "not a host!"))
+    with pytest.raises(UserError, match="field `jump_host` is 'not a host!', not"):
+        inventory.load(str(path))

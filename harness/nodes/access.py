@@ -246,11 +246,17 @@ class SshNode(Node):
         kwargs = {"look_for_keys": not self.host.key, "allow_agent": not self.host.key}
         if self.host.key:
             kwargs["key_filename"] = os.path.expanduser(self.host.key)
-        conn = fabric.Connection(self.host.ssh_host, user=self.host.user, port=self.host.ssh_port,
-                                 connect_timeout=10, connect_kwargs=kwargs)
-        conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        if self.host.known_hosts:
-            conn.client.load_host_keys(os.path.expanduser(self.host.known_hosts))
+
+        def connection(host, user, port, gateway=None):
+            conn = fabric.Connection(host, user=user, port=port, connect_timeout=10,
+                                     connect_kwargs=dict(kwargs), gateway=gateway)
+            conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+            if self.host.known_hosts:  # the bastion's key is checked as the nodes' are
+                conn.client.load_host_keys(os.path.expanduser(self.host.known_hosts))
+            return conn
+
+        gateway = connection(*self.host.jump) if self.host.jump else None
+        conn = connection(self.host.ssh_host, self.host.user, self.host.ssh_port, gateway)
         try:
             conn.open()
         except Exception as exc:  # paramiko and socket errors: translate to cause + fix
@@ -274,7 +280,10 @@ class SshNode(Node):
         that is down or cut off does not. First a port where nothing listens (QUIET_PORT):
         the kernel refuses at once and nothing is started on the host; where a firewall
         drops that, the SSH port (sshd then starts a process, which an emulated CPU feels
-        when it happens every second)."""
+        when it happens every second). Behind a bastion, the SSH port as the bastion reaches
+        it."""
+        if self.host.jump:
+            return self._answers_through_bastion(seconds)
         for port in (QUIET_PORT, self.host.ssh_port):
             try:
                 socket.create_connection((self.host.ssh_host, port), seconds / 2).close()
@@ -284,6 +293,19 @@ class SshNode(Node):
             except OSError:
                 continue
         return False
+
+
+    def _answers_through_bastion(self, seconds):
+        try:
+            gateway = self._runner().gateway
+            gateway.open()
+            channel = gateway.transport.open_channel(
+                "direct-tcpip", (self.host.ssh_host, self.host.ssh_port), ("127.0.0.1", 0),
+                timeout=seconds)
+            channel.close()
+            return True
+        except Exception:  # noqa: BLE001 (paramiko's and the socket's: the host is not there)
+            return False
 
 
 class SlurmNode(Node):

@@ -20,6 +20,8 @@ HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
 ANSIBLE_EXPANDS = re.compile(r"\$(\w|\{)")  # os.path.expandvars, on every path argument
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+# a bastion in front of the nodes: [user@]host[:port]
+JUMP_HOST = re.compile(r"^(?:([A-Za-z0-9._-]+)@)?([A-Za-z0-9][A-Za-z0-9.-]*)(?::(\d{1,5}))?$")
 CPU_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 PAPER_VCPUS = 4
 GENERATED = {"vagrant": "invoke provision --inventory vagrant", "netns": "invoke cluster.up"}
@@ -41,6 +43,7 @@ class Host:
     key: str = ""
     known_hosts: str = ""
     cpus: str = ""  # CPU affinity of every role on the node ("0-3", "4,5"); "" = none
+    jump: tuple = ()  # (user, host, port) of the bastion SSH goes through; () = direct
     vars: dict = field(default_factory=dict, repr=False)
 
     def public(self):
@@ -279,6 +282,7 @@ def _host(path, name, v):
                  "write the value out (a `$` not followed by a letter, digit, _ or { is kept)")
     if connection == "ssh" and not v.get("ansible_user"):
         fail("ansible_user", "is missing for an SSH host", "add `ansible_user:`")
+    jump = _jump(v, connection, fail)
     return Host(
         name=name, address=str(v["address"]), connection=connection,
         cluster_interface=str(v["cluster_interface"]), vcpus=vcpus,
@@ -287,7 +291,21 @@ def _host(path, name, v):
         ssh_host=str(v.get("ansible_host") or v["address"]),
         ssh_port=int(v.get("ansible_port") or 22), user=str(v.get("ansible_user") or ""),
         key=str(v.get("ansible_ssh_private_key_file") or ""),
-        known_hosts=str(v.get("known_hosts") or ""), cpus=cpus, vars=v)
+        known_hosts=str(v.get("known_hosts") or ""), cpus=cpus, jump=jump, vars=v)
+
+
+def _jump(v, connection, fail):
+    """`jump_host: [user@]host[:port]`, the bastion every SSH session to the node goes
+    through (Ansible's ProxyCommand, Fabric's gateway); the user defaults to the node's."""
+    text = str(v.get("jump_host") or "")
+    if not text:
+        return ()
+    found = JUMP_HOST.match(text)
+    if connection != "ssh" or not found:
+        fail("jump_host", "is %r%s" % (text, "" if found else ", not [user@]host[:port]"),
+             "give the bastion as [user@]host[:port], on an SSH host")
+    user, host, port = found.groups()
+    return (user or str(v.get("ansible_user") or ""), host, int(port or 22))
 
 
 def _check_address(value, fail):

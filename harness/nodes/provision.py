@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -134,15 +135,37 @@ def route(inv):
     return "over %s" % " and ".join(words.get(c, c) for c in connections)
 
 
+def proxy_command(host):
+    """Ansible's way through a bastion: ssh -W to the node, the bastion's key checked against
+    the same known_hosts, with the node's key file."""
+    user, bastion, port = host.jump
+    args = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-p", str(port)]
+    if host.known_hosts:
+        args += ["-o", "UserKnownHostsFile=%s" % os.path.expanduser(host.known_hosts)]
+    if host.key:
+        args += ["-i", os.path.expanduser(host.key)]
+    args += ["-W", "%h:%p", "%s@%s" % (user, bastion) if user else bastion]
+    return "-o ProxyCommand=%s" % shlex.quote(" ".join(args))
+
+
+def _through(host):
+    if host.connection == "slurm":
+        return {"ansible_pipelining": True}
+    return {"ansible_ssh_extra_args": proxy_command(host)} if host.jump else {}
+
+
 def ansible_inventory(inv):
     """The file ansible-playbook reads. A Slurm inventory lists no hosts (they are the
     allocation's), so Ansible gets them written out: each node with the variables the harness
-    resolved for it, reached by the slurm connection, modules piped into one step each."""
-    if not any(h.connection == "slurm" for h in inv.hosts):
+    resolved for it, reached by the slurm connection, modules piped into one step each. So
+    does an inventory with a bastion (`jump_host`): each node behind it with the ProxyCommand
+    that goes through it."""
+    slurm = any(h.connection == "slurm" for h in inv.hosts)
+    if not slurm and not any(h.jump for h in inv.hosts):
         return inv.path
-    hosts = {h.name: dict(h.vars, ansible_pipelining=True) for h in inv.hosts}
-    target = cache_dir() / "staging" / ("inventory-%s-%s.json" % (inv.name,
-                                                                  inv.hosts[0].vars["slurm_job"]))
+    hosts = {h.name: dict(h.vars, **_through(h)) for h in inv.hosts}
+    target = cache_dir() / "staging" / ("inventory-%s-%s.json" % (
+        inv.name, inv.hosts[0].vars["slurm_job"] if slurm else "jump"))
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps({"all": {"children": {"nodes": {"hosts": hosts}}}}, indent=1))
     return target
