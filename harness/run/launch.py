@@ -83,6 +83,16 @@ def sample_interval(lease):
     return TRAINING["sample_interval"] * max(1.0, lease / float(LEASE_SECONDS))
 
 
+def calibration(lease):
+    """The calibration's passes on these nodes: TRAINING's, or where the nodes compute 3x or
+    more slower than an ordinary machine (the lease is stretched then: emulated CPUs, whose
+    times the report compares with nothing) 1 warm-up and 3 passes. Each worker calibrates
+    alone, in turn: 12 passes each took 8 of a 3-VM cell's 14 minutes under QEMU's TCG."""
+    if lease <= LEASE_SECONDS:
+        return {}
+    return {"calibration_warmup": 1, "calibration_steps": 3}
+
+
 def prepare(cell, run_id, nodes, stack, shards, lease=LEASE_SECONDS):
     """The processes of a cell with their rendered scripts and cell.json; `~/` paths are
     made absolute with each node's home (node.path asks it once)."""
@@ -98,6 +108,7 @@ def prepare(cell, run_id, nodes, stack, shards, lease=LEASE_SECONDS):
         workdir = node.path(host.workdir)
         out_dir = "%s/runs/%s/%s/%s-%d" % (workdir, run_id, cell.id, role, rank)
         config = dict(cell.settings, **TRAINING)
+        config.update(calibration(lease))
         config.update(
             run_id=run_id, cell_id=cell.id, node=node.name, role=role, rank=rank,
             world_size=cell.nodes, threads=cell.threads or host.vcpus, cpus=host.cpus,
