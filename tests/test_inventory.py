@@ -289,6 +289,9 @@ def test_a_bastion_is_parsed_and_becomes_ansibles_proxy_command(tmp_path):
     import json
     hosts = json.loads(written.read_text())["all"]["children"]["nodes"]["hosts"]
     assert hosts["node2"]["ansible_ssh_extra_args"].endswith("ops@10.0.0.1'")
+    # its own control sockets: a direct session's master (ControlPersist) once carried the
+    # commands meant for the bastion, and hung when the direct route was cut
+    assert hosts["node2"]["ansible_control_path_dir"] == "~/.ansible/cp-through-10.0.0.1"
     path.write_text(path.read_text().replace("gate.example:2222", "not a host!"))
     with pytest.raises(UserError, match="field `jump_host` is 'not a host!', not"):
         inventory.load(str(path))

@@ -255,7 +255,8 @@ class SshNode(Node):
                 conn.client.load_host_keys(os.path.expanduser(self.host.known_hosts))
             return conn
 
-        gateway = connection(*self.host.jump) if self.host.jump else None
+        user, bastion, port = self.host.jump or (None, None, None)
+        gateway = connection(bastion, user, port) if bastion else None
         conn = connection(self.host.ssh_host, self.host.user, self.host.ssh_port, gateway)
         try:
             conn.open()

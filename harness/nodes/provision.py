@@ -151,7 +151,12 @@ def proxy_command(host):
 def _through(host):
     if host.connection == "slurm":
         return {"ansible_pipelining": True}
-    return {"ansible_ssh_extra_args": proxy_command(host)} if host.jump else {}
+    if not host.jump:
+        return {}
+    # a connection through the bastion is not the direct one: its own control sockets, or a
+    # master left by a direct session (ControlPersist) would carry the commands instead
+    return {"ansible_ssh_extra_args": proxy_command(host),
+            "ansible_control_path_dir": "~/.ansible/cp-through-%s" % host.jump[1]}
 
 
 def ansible_inventory(inv):
