@@ -519,11 +519,14 @@ def consistency_section(out, records, groups, table, manifest, net=None):
 
 
 def dispatch_seconds(g, manifest):
-    """A coordinator-timed system-mode's dispatch over the paper's run: its wall step less a
-    worker's own closure, x the steady steps; NaN for the others (no coordinator times them)."""
+    """A coordinator-timed system-mode's dispatch over the paper's run: its steady step (as
+    the paper-scale time projects it: warm-up and outliers out) less a worker's own closure,
+    x the steady steps; NaN for the others (no coordinator times them). With the projection's
+    step, not the loop's raw mean, what is left is the workers' own communication phase."""
     if not consistency.coordinator_timed(g.system, manifest) or g.step != g.step:
         return math.nan
-    return max(g.wall_step - g.step, 0.0) * (tidy.PAPER_STEPS - 1)
+    steady = tidy.PAPER_STEPS - 1
+    return max(g.execution_seconds - g.startup - g.step * steady, 0.0)
 
 
 def table_v_section(groups, manifest=None):

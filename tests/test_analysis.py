@@ -128,6 +128,17 @@ def test_table_v_shows_tensorflow_asyncs_dispatch_apart_from_its_transfer(tmp_pa
     text = (report.build(run, quiet=True)["report"]).read_text()
     # what is left is the worker's own communication: 0.005 x 3,959
     assert "| tensorflow-async | 138.57 | 118.77 | 19.80 | 1 of 4 |" in text
+    # two outliers (10x) in the chief's 20 steps: the loop's raw mean is 0.095 s, the steady
+    # step the projection keeps 0.05 s. Dispatch from the raw mean (0.075 x 3,959 = 297 s)
+    # once exceeded the whole communication, leaving -55 s of "transfer" in a quick start.
+    noisy = [fixtures.cell("lenet5-cifar10", "tensorflow-async", 0.05 * 3959, phases=phases,
+                           wall_step=0.095, samples=[0.05] * 18 + [0.5, 0.5])]
+    text = (report.build(fixtures.write_run(tmp_path / "noisy", noisy), quiet=True)[
+        "report"]).read_text()
+    (row,) = [l for l in text.splitlines() if l.startswith("| tensorflow-async | ")
+              and "| 1 of 4 |" in l]
+    dispatch, rest = (float(v) for v in row.split(" | ")[2:4])
+    assert rest == pytest.approx(19.80, abs=0.3) and dispatch > 0, row
 
 
 def test_bandwidth_bound():
