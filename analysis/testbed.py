@@ -23,19 +23,31 @@ def paper_sources(path=REFERENCE):
     return yaml.safe_load(Path(path).read_text())["sources"]
 
 
+def where_stated(source):
+    """"section IV-A", "Table IV", "not stated", or "the package's reading of section IV-A":
+    where a setup value of paper.yml `sources` comes from."""
+    section = str(source.get("section") or "")
+    where = (section if section.startswith("Table") else "section " + section) \
+        if section else "not stated"
+    if source.get("assumption"):
+        return "the package's reading" + (" of %s" % where if section else "")
+    if source.get("not_stated") and section:
+        return "not stated (%s gives only part)" % where
+    return where
+
+
+# deviation key -> the setup value of paper.yml whose source its text gives as the paper's
+CITED = {"threads": "vcpus_per_node", "nodes": "nodes", "memory": "memory_mb_per_node",
+         "versions": "versions", "python": "python", "link": "link", "data": "data",
+         "steps": "steps_per_epoch"}
+
+
 def sources_text(path=REFERENCE):
     """Where each of the paper's setup values above comes from (paper.yml `sources`): its
     section, "not stated", or the package's reading, grouped."""
     groups = {}
-    for key, source in yaml.safe_load(Path(path).read_text())["sources"].items():
-        section = str(source.get("section") or "")
-        where = (section if section.startswith("Table") else "section " + section) \
-            if section else "not stated"
-        if source.get("assumption"):
-            where = "the package's reading" + (" of %s" % where if section else "")
-        elif source.get("not_stated") and source.get("section"):
-            where = "not stated (%s gives only part)" % where
-        groups.setdefault(where, []).append(key)
+    for key, source in paper_sources(path).items():
+        groups.setdefault(where_stated(source), []).append(key)
     return "The paper's setup values: %s." % "; ".join(
         "%s: %s" % (", ".join(keys), where) for where, keys in groups.items())
 
@@ -291,6 +303,11 @@ def deviations(setup, paper):
                           for name in registry.caching_frameworks()),
                 " and ".join(registry.caching_frameworks())))
     _step_deviations(setup, add)
+    sources = paper_sources()
+    for deviation in out:  # every value given as the paper's says where the paper gives it
+        if deviation["key"] in CITED:
+            deviation["text"] += " (the paper's value: %s)" % where_stated(
+                sources[CITED[deviation["key"]]])
     return out
 
 
