@@ -4,6 +4,7 @@ from the manifest alone (inventory, host facts, cells). `invoke collect` writes 
 into manifest.json (key `setup`) for other tools; the report names, beside every verdict, the
 deviations that bear on it. No pandas or matplotlib: the controller's collect imports it.
 """
+import functools
 import re
 from pathlib import Path
 
@@ -15,12 +16,17 @@ REFERENCE = Path(__file__).resolve().parent / "reference" / "paper.yml"
 PACKAGES = registry.version_packages()  # version name -> the packages that give it
 
 
+@functools.lru_cache(maxsize=None)
+def _reference(path):
+    return yaml.safe_load(Path(path).read_text())
+
+
 def paper_setup(path=REFERENCE):
-    return yaml.safe_load(Path(path).read_text())["setup"]
+    return _reference(path)["setup"]
 
 
 def paper_sources(path=REFERENCE):
-    return yaml.safe_load(Path(path).read_text())["sources"]
+    return _reference(path)["sources"]
 
 
 def where_stated(source):

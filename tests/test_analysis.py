@@ -850,7 +850,7 @@ def test_collect_keeps_every_kernel_answer_of_the_run(tmp_path):
         folder.mkdir(parents=True)
         (folder / "result.json").write_text(json.dumps(
             {"config": {"framework": framework}, "kernels": kernels}))
-    found = collect.kernels_seen(tmp_path)
+    found = collect.kernels_seen(collect.results_of(tmp_path))
     assert sorted(found["tensorflow"]["library"]) == ["Eigen", "oneDNN"]
     assert found["mxnet"] == {"library": [], "isa": [], "read": "",
                               "errors": ["AttributeError: no runtime"]}

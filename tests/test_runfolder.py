@@ -83,5 +83,5 @@ def test_collect_keeps_each_nodes_cpu_as_the_runs_processes_read_it(tmp_path):
         (folder / "result.json").write_text(json.dumps({"cpu": {"model": model, "isa": []}}))
     (tmp_path / "cell-b" / "node3" / "worker-0").mkdir(parents=True)
     (tmp_path / "cell-b" / "node3" / "worker-0" / "result.json").write_text("{broken")
-    assert collect.cpus_seen(tmp_path) == {"node1": {"model": "AMD EPYC 7B13", "isa": []},
+    assert collect.cpus_seen(collect.results_of(tmp_path)) == {"node1": {"model": "AMD EPYC 7B13", "isa": []},
                                            "node2": {"model": "Intel(R) Xeon(R)", "isa": []}}

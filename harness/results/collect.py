@@ -109,10 +109,10 @@ def finish_manifest(path, nodes):
     # the versions of the envs of the run's own stack (provisioning writes one file per stack)
     manifest["installed"] = {node.name: _node_json(node, "envs-%s.json" % stack)
                              for node in nodes}
-    manifest["cpu"] = cpus_seen(path)
-    manifest["kernels"] = kernels_seen(path)
-    manifest["code_ran"] = sorted({r["code_digest"] for _, r in _results(path)
-                                   if r.get("code_digest")})
+    results = results_of(path)  # every process's result.json, read once for the three
+    manifest["cpu"] = cpus_seen(results)
+    manifest["kernels"] = kernels_seen(results)
+    manifest["code_ran"] = sorted({r["code_digest"] for _, r in results if r.get("code_digest")})
     manifest["setup"] = setup_flags(manifest)
     manifest["interference"] = {s["cell_id"]: {"nodes": s.get("interference") or {},
                                                "disturbed": s.get("disturbed") or ""}
@@ -122,8 +122,12 @@ def finish_manifest(path, nodes):
     return manifest
 
 
+def results_of(path):
+    """[(node, result.json's content)] of every process of the run, oldest first."""
+    return list(_results(path))
+
+
 def _results(path):
-    """(node, result.json's content) of every process of the run, oldest first."""
     for result_file in sorted(Path(path).glob("*/*/*/result.json"),
                               key=lambda p: p.stat().st_mtime):
         try:
@@ -132,18 +136,18 @@ def _results(path):
             continue
 
 
-def cpus_seen(path):
+def cpus_seen(results):
     """node -> its CPU as a process of the run read it (bench/common/cpuinfo.py), the newest
-    result's: the CPU the run ran on, not the one provisioning saw."""
-    return {node: result["cpu"] for node, result in _results(path) if result.get("cpu")}
+    result's (results_of): the CPU the run ran on, not the one provisioning saw."""
+    return {node: result["cpu"] for node, result in results if result.get("cpu")}
 
 
-def kernels_seen(path):
+def kernels_seen(results):
     """framework -> {library: [...], isa: [...], read, errors: [...]}: the kernel libraries
     and instruction sets its training processes said they used (bench/common/runner.py
     read_kernels), every distinct answer of the run, so that a mix shows."""
     found = {}
-    for _, result in _results(path):
+    for _, result in results:
         framework = (result.get("config") or {}).get("framework")
         kernels = result.get("kernels")
         if not framework or not kernels:
