@@ -68,15 +68,18 @@ COMMON = {
                 nodes="node counts `bench --nodes` will use, e.g. 1,2,3: shards for each "
                       "[all the inventory's nodes]",
                 frameworks="comma-separated subset of the stack's frameworks to build envs "
-                           "for (slow nodes: emulated VMs) [all]"))
+                           "for (slow nodes: emulated VMs) [all]",
+                wheelhouse="nodes without a package index: download every wheel the stack "
+                           "needs into this folder here, push them, and install from them "
+                           "alone (docs/reproducing.md)"))
 @_user_errors
 def provision(c, inventory=None, stack=None, profile=None, data=None, data_archive=None,
-              nodes=None, frameworks=None):
+              nodes=None, frameworks=None, wheelhouse=None):
     """Build the framework envs, install bench/, push dataset shards, record host facts."""
     from harness.nodes import provision as prov
     o = _options(c, inventory=inventory, stack=stack, profile=profile)
     prov.run(o.inventory, o.stack, o.profile, data=data, archive=data_archive, nodes=nodes,
-             frameworks=frameworks.split(",") if frameworks else None)
+             frameworks=frameworks.split(",") if frameworks else None, wheelhouse=wheelhouse)
 
 
 @task(help=dict(COMMON,

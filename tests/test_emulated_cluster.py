@@ -263,6 +263,41 @@ def test_nodes_behind_a_bastion_are_provisioned_run_and_collected(netns, tmp_pat
         print("\nbehind a bastion: provision, a pytorch-sync cell and collect in %.0f s" % took)
 
 
+def test_nodes_without_an_index_build_their_envs_from_the_wheelhouse_alone(netns, tmp_path):
+    """A fresh env root on the namespace hosts, which reach no registry: provision downloads
+    PyTorch's wheels here, pushes them, and the nodes' pip reads them alone (no index, no pip
+    configuration of the node's): with one wheel taken out the build stops naming it; with
+    the wheelhouse whole a pytorch-sync cell runs in the env it built (issue 38)."""
+    import shutil
+    from harness.nodes import stacks, wheelhouse
+    node1 = netns["hosts"][0]
+    reach = subprocess.run(["ip", "netns", "exec", node1["namespace"], "python3", "-c",
+                            "import socket; socket.create_connection(('pypi.org', 443), 3)"],
+                           capture_output=True)
+    assert reach.returncode != 0  # no registry from the nodes
+    envs, wheels = tmp_path / "envs", tmp_path / "wheelhouse"
+    inventory_file = tmp_path / "offline.yml"
+    inventory_file.write_text(Path(netns["inventory"]).read_text().replace(
+        "env_root: ~/.cache/dlbench/envs", "env_root: %s" % envs))
+    provision = ["provision", "--inventory", str(inventory_file), "--frameworks", "pytorch",
+                 "--wheelhouse", str(wheels)]
+    wheelhouse.fill(stacks.load("current"), ["pytorch"], wheels)
+    (folder,) = wheels.iterdir()
+    (numpy,) = folder.glob("numpy-*.whl")
+    shutil.move(str(numpy), str(tmp_path))
+    out = invoke(*provision, check=False)
+    said = out.stdout + out.stderr
+    assert out.returncode == 2 and "No matching distribution found for numpy" in said, said[-3000:]
+    shutil.move(str(tmp_path / numpy.name), str(folder))
+    invoke(*provision)
+    results = tmp_path / "results"
+    out = invoke("bench", "--inventory", str(inventory_file), "--systems", "pytorch-sync",
+                 "--results", str(results)).stdout
+    assert "1 succeeded, 0 failed" in out, out
+    (built,) = envs.glob("current-pytorch-*")
+    assert built.name == folder.name and (built / ".dlbench-complete").is_file()
+
+
 def records_of_run(run):
     return [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
 

@@ -11,7 +11,7 @@ import tarfile
 import time
 
 from .. import clusters
-from . import datasets, inventory, stacks
+from . import datasets, inventory, stacks, wheelhouse as wheels
 from ..plan import matrix
 from ..errors import UserError
 from ..paths import BENCH, PLAYBOOKS, REPO, cache_dir
@@ -70,7 +70,9 @@ def check_frameworks(stack, frameworks):
                         "use some of: %s" % ", ".join(sorted(stack.envs)))
 
 
-def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, frameworks=None):
+def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, frameworks=None,
+                  wheelhouse=None):
+    """wheelhouse: {env name: controller folder of its wheels} for nodes with no index."""
     check_frameworks(stack, frameworks)
     return {
         "stack_name": stack.name,
@@ -85,18 +87,22 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
         "bench_archive": str(stage_bench()),
         "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
         "push_whole_set": whole_set_needed(frameworks),
+        "wheelhouse": wheelhouse or {},
     }
 
 
 def run(inventory_name, stack_name, profile, data=None, archive=None, check=False, nodes=None,
-        frameworks=None):
-    """frameworks: build the envs of these only (all of the stack's by default)."""
+        frameworks=None, wheelhouse=None):
+    """frameworks: build the envs of these only (all of the stack's by default); wheelhouse: a
+    folder of the controller's where the envs' wheels are downloaded, and the nodes install
+    from them with no package index."""
     stack = stacks.load(stack_name)
     check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
+    filled = wheels.fill(stack, frameworks, wheelhouse) if wheelhouse else None
     clusters.prepare(inventory_name)  # the VMs up, where the inventory is Vagrant's
     inv = inventory.load(inventory_name)
     counts = node_counts(nodes, len(inv.hosts))
-    variables = playbook_vars(inv, stack, profile, data, archive, counts, frameworks)
+    variables = playbook_vars(inv, stack, profile, data, archive, counts, frameworks, filled)
     vars_file = cache_dir() / "staging" / "provision-vars.json"
     vars_file.parent.mkdir(parents=True, exist_ok=True)
     vars_file.write_text(json.dumps(variables, indent=1))
