@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from . import claims, figures, operators, render, stats, testbed, tidy
-from .report import _fmt, _num, _range
 
 
 def build(run_a, run_b, out=None, quiet=False):
@@ -365,13 +364,13 @@ def report_blocks(a, b, rows, cells, ops, pngs):
                ("table", ["benchmark", "system", "%s s" % la, "interval", "s/step",
                           "%s s" % lb, "interval", "s/step", "change", "interval"],
                 [[r["benchmark"], r["system"],
-                  _num(r["a_seconds"], "%.1f") if r["a_seconds"] == r["a_seconds"]
-                  else r["a_status"], _range(r["a_low"], r["a_high"], "%.1f"),
-                  _num(r["a_step"], "%.4f"),
-                  _num(r["b_seconds"], "%.1f") if r["b_seconds"] == r["b_seconds"]
-                  else r["b_status"], _range(r["b_low"], r["b_high"], "%.1f"),
-                  _num(r["b_step"], "%.4f"), _num(r["change"], "%.2fx"),
-                  _range(r["change_low"], r["change_high"], "%.2f")] for r in cells])]
+                  render.number(r["a_seconds"], "%.1f") if r["a_seconds"] == r["a_seconds"]
+                  else r["a_status"], render.range_text(r["a_low"], r["a_high"], "%.1f"),
+                  render.number(r["a_step"], "%.4f"),
+                  render.number(r["b_seconds"], "%.1f") if r["b_seconds"] == r["b_seconds"]
+                  else r["b_status"], render.range_text(r["b_low"], r["b_high"], "%.1f"),
+                  render.number(r["b_step"], "%.4f"), render.number(r["change"], "%.2fx"),
+                  render.range_text(r["change_low"], r["change_high"], "%.2f")] for r in cells])]
     if ops:
         blocks += [("h2", "Operator categories"),
                    ("img", pngs[1], "Operator categories, %s beside %s" % (la, lb)),
@@ -380,8 +379,8 @@ def report_blocks(a, b, rows, cells, ops, pngs):
                          "What differs per framework version)."),
                    ("table", ["benchmark", "system", "category", "%s ms" % la, "%s ms" % lb,
                               "change"],
-                    [[r["benchmark"], r["system"], r["category"], _num(r["a_ms"], "%.3f"),
-                      _num(r["b_ms"], "%.3f"), _num(r["change"], "%.2fx")] for r in ops])]
+                    [[r["benchmark"], r["system"], r["category"], render.number(r["a_ms"], "%.3f"),
+                      render.number(r["b_ms"], "%.3f"), render.number(r["change"], "%.2fx")] for r in ops])]
     return blocks
 
 
@@ -413,8 +412,8 @@ def setup_blocks(a, b):
 def claims_table(rows, la, lb):
     return ("table", ["claim", "paper", "%s" % la, "interval", "verdict", "%s" % lb,
                       "interval", "verdict", "change", "interval", "answer"],
-            [[r["text"], _fmt(r["paper"]), _fmt(r["a_measured"]),
-              _range(r["a_low"], r["a_high"], "%.2f"), r["a_verdict"],
-              _fmt(r["b_measured"]), _range(r["b_low"], r["b_high"], "%.2f"),
-              r["b_verdict"], _num(r["change"], "%.2fx"),
-              _range(r["change_low"], r["change_high"], "%.2f"), r["answer"]] for r in rows])
+            [[r["text"], render.value_text(r["paper"]), render.value_text(r["a_measured"]),
+              render.range_text(r["a_low"], r["a_high"], "%.2f"), r["a_verdict"],
+              render.value_text(r["b_measured"]), render.range_text(r["b_low"], r["b_high"], "%.2f"),
+              r["b_verdict"], render.number(r["change"], "%.2fx"),
+              render.range_text(r["change_low"], r["change_high"], "%.2f"), r["answer"]] for r in rows])

@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import claims, figures, render, stats, testbed, tidy
+import registry
+
+from . import claims, compare, figures, render, setup_text, stats, testbed, tidy
 
 FILE = "explain.json"
 
@@ -28,7 +30,6 @@ def measure(records, manifest, cell_ids, claim_ids):
     mine = records[records.cell_id.isin(cell_ids)]
     if mine.empty:
         return {"claims": {}, "times": {}}
-    from . import compare  # compare imports report, which imports this module
     found = compare.evaluate(mine, manifest)
     return {"claims": {k: v for k, v in found["claims"].items() if k in claim_ids},
             "times": claims.estimates(found["groups"], "execution_seconds", "execution_boot")}
@@ -204,17 +205,16 @@ def claim_row(plan, claim, measured):
 def ladders(plan, claim_id, measured, effects):
     """factor -> the claim's ratio at each of its levels (the others at 2021's) and the rung
     where it moved most, for every path factor of more than two levels (a release ladder)."""
-    from harness.plan import ladder
     out = {}
     for name, factor in plan.factors.items():
-        values = ladder.values(factor)
+        values = registry.level_values(factor)
         if len(values) < 3 or str(factor["paper"]) == str(factor["today"]):
             continue
         levels = []
         for value in values:
             got = measured.get(plan.base.moved(name, value).key, {}).get("claims", {})
             found = got.get(claim_id) or {}
-            levels.append({"level": value, "name": ladder.level_name(factor, value),
+            levels.append({"level": value, "name": registry.level_name(factor, value),
                            "value": _value(found), "low": found.get("low"),
                            "high": found.get("high")})
         mine = [e for e in effects if e["factor"] == name and e["side"] == "path"
@@ -305,14 +305,13 @@ def _iv(low, high):
 
 
 def report_blocks(plan, result, bed, pngs):
-    from .report import setup_section
     blocks = [("h1", "Why the numbers differ: each claim taken apart"),
               ("p", "2021 here: %s. Today: %s. Each rung changes one factor; its effect is the "
                     "claim's ratio after / before with the 95%% interval of the paired "
                     "bootstrap (rounds interleaved, %d repeat(s)). The interaction is today / "
                     "(2021 x the path's effects): what one factor at a time does not explain."
                     % (result["base"], result["end"], plan.repeats))]
-    blocks += setup_section(bed)
+    blocks += setup_text.setup_section(bed)
     if result["left_out"]:
         blocks += [("p", "Factors left out here:"),
                    ("list", ["%s: %s" % kv for kv in result["left_out"].items()])]

@@ -80,3 +80,25 @@ def _td(value):
         word.split(" (")[0], "warn" if text.startswith("partial (") else None)
     return "<td class='%s'>%s</td>" % (css, _inline(text)) if css else \
         "<td>%s</td>" % _inline(text)
+
+
+# ---- numbers in text (the reports of a run, a comparison and an explanation) ----
+
+def range_text(low, high, fmt="%.2f"):
+    """"low - high", or "-" for none, or no spread to draw one from."""
+    if low is None or high is None or low != low or high != high or low == high:
+        return "-"
+    return (fmt + " - " + fmt) % (low, high)
+
+
+def number(value, fmt, scale=1):
+    try:
+        return fmt % (value * scale) if value == value and value is not None else "-"
+    except TypeError:
+        return "-"
+
+
+def value_text(value):
+    if value is None:
+        return "-"
+    return "%.2f" % value if isinstance(value, float) else str(value)

@@ -9,7 +9,7 @@ from pathlib import Path
 import registry
 
 from . import (claims, consistency, explain, figures, memory, network, operators, render,
-               testbed, tidy)
+               setup_text, testbed, tidy)
 
 PHASE_COLUMNS = ["step"] + tidy.PHASES
 PAPER, STEADY = "{:,}".format(tidy.PAPER_STEPS), "{:,}".format(tidy.PAPER_STEPS - 1)
@@ -56,7 +56,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     figures.stamp("")  # no caveat of an earlier report in this process
     blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))]
     blocks += provenance(manifest)
-    blocks += setup_section(bed)
+    blocks += setup_text.setup_section(bed)
     main = tidy.reference_groups(groups)  # the paper's network setting
     moved = explain.moves(run_path)
     claim_blocks, summary["verdicts"] = claims_section(
@@ -101,8 +101,8 @@ def scaling_section(out, groups, figure):
                        "Speedup and scaling efficiency"))
     blocks.append(("table", ["benchmark", "system", "links", "nodes", "images/s", "speedup",
                              "efficiency", "note"],
-                   [[r.benchmark, r.system, r.link or "-", r.nodes, _num(r.images_per_s, "%.1f"),
-                     _num(r.speedup, "%.2f"), _num(r.efficiency, "%.2f"), r.note or "-"]
+                   [[r.benchmark, r.system, r.link or "-", r.nodes, render.number(r.images_per_s, "%.1f"),
+                     render.number(r.speedup, "%.2f"), render.number(r.efficiency, "%.2f"), r.note or "-"]
                     for r in table.itertuples()]))
     return blocks
 
@@ -130,7 +130,7 @@ def operators_section(out, records, ops, table, planned, figure, bed=None, moved
                              values="seconds").reset_index()
     columns = [c for c in operators.load_table()["categories"] if c in wide]
     blocks.append(("table", ["benchmark", "system"] + ["%s ms" % c for c in columns],
-                   [[r["benchmark"], r["system"]] + [_num(r[c], "%.3f", 1e3) for c in columns]
+                   [[r["benchmark"], r["system"]] + [render.number(r[c], "%.3f", 1e3) for c in columns]
                     for _, r in wide.iterrows()]))
     cover = operators.coverage(ops)
     blocks += [("h3", "Coverage of the mapping table"),
@@ -166,7 +166,7 @@ def claims_table(rows, moved=None, stamp=""):
     moved = moved or {}
     extra = ["what moves it (invoke explain)"] if any(c["id"] in moved for c in rows) else []
     return [("table", CLAIM_HEADER + extra,
-             [[c["text"], c["section"], _fmt(c["paper"]), _fmt(c["measured"]), _interval(c),
+             [[c["text"], c["section"], render.value_text(c["paper"]), render.value_text(c["measured"]), _interval(c),
                _band(c), c["verdict"] + (stamp if judged(c) else ""),
                c.get("direction") or "", c["deviations"] or "none", c.get("basis", "")]
               + ([moved.get(c["id"], "")] if extra else []) for c in rows])]
@@ -250,128 +250,8 @@ def claims_section(groups, bed, moved=None, profile=None, forest=None):
 
 
 def _interval(row):
-    return _range(row.get("low"), row.get("high"))
+    return render.range_text(row.get("low"), row.get("high"))
 
-
-def _range(low, high, fmt="%.2f"):
-    """"low - high", or "-" for none, or no spread to draw one from."""
-    if low is None or high is None or low != low or high != high or low == high:
-        return "-"
-    return (fmt + " - " + fmt) % (low, high)
-
-
-def setup_section(bed):
-    """The run's setup beside the paper's (testbed.describe)."""
-    paper = bed["paper"]
-    accelerator = (bed.get("vm") or {}).get("accelerator")
-    machines = [[", ".join(m["nodes"]), m["logical_cpus"] or "?", m["physical_cores"] or "?",
-                 m["threads"], "pinned" if m["pinned"] else "-", shared_cell(m),
-                 m["memory_mb"] or "?"] + ([ACCELERATORS.get(accelerator, accelerator)]
-                                           if accelerator else [])
-                for m in bed["machines"]]
-    versions = ["%s: %s (paper %s)" % (k, "/".join(v["run"]) or "not provisioned", v["paper"])
-                for k, v in sorted(bed["versions"].items())]
-    steps = ", ".join(("%d-%d epochs x %d = up to %d" % (s["epochs"], s["max_epochs"],
-                                                          s["steps_per_epoch"], s["steps"])
-                       if s["adaptive"] else "%d epoch(s) x %d = %d" % (
-                           s["epochs"], s["steps_per_epoch"], s["steps"]))
-                      for s in bed["steps"]["run"]) or "?"
-    facts = ["nodes: %d (paper %d VMs, %d vCPUs and %d MB each)"
-             % (len(bed["nodes"]), paper["nodes"], paper["vcpus_per_node"],
-                paper["memory_mb_per_node"])] + (
-                 ["layout on this machine: %s" % bed["layout"]] if bed["layout"] else []) + [
-             "nodes share cores: %s" % {True: "yes", False: "no", None: "unknown (no host "
-                                        "facts)"}[bed["shares_cores"]] + (
-                 " (measured: the contention probe below)" if any(
-                     m.get("measured") for m in bed["machines"]) else ""),
-             "CPU: %s (paper: \"%s\", section IV-A)" % (
-                 " / ".join(testbed.cpu_models(bed)) or "not known (no host facts)", paper["cpu"]),
-             "kernels, as each framework's processes said: " + testbed.kernels_text(bed, paper),
-             "link: %s (paper: %s)" % (bed["link"]["text"], paper["link"]),
-             "versions: " + "; ".join(versions),
-             "Python: %s (paper %s)" % ("/".join(bed["python"]) or "?", paper["python"]),
-             "data: %s (paper: %s)" % ("/".join(bed["data"]) or "?", paper["data"]),
-             "steps per worker: %s (paper: %d epochs x %d = %d)"
-             % (steps, paper["epochs"], paper["steps_per_epoch"], bed["steps"]["paper"]),
-             "same arithmetic in every framework: %s" % bed["same_math"]] + vm_facts(bed)
-    blocks = [("h2", "The setup beside the paper's"), ("list", facts),
-              ("p", testbed.sources_text()),
-              ("table", ["machine's nodes", "logical CPUs", "physical cores",
-                         "compute threads given", "CPU affinity", "cores shared", "memory MB"]
-               + (["VM accelerator"] if accelerator else []), machines)]
-    blocks += contention_blocks(bed.get("contention"))
-    if bed["deviations"]:
-        blocks += [("p", "Deviations from the paper's setup (named beside each verdict):"),
-                   ("list", ["**%s**: %s" % (d["key"], d["text"]) for d in bed["deviations"]])]
-    if bed["shares_cores"]:
-        blocks.append(("p", "These nodes share cores: the measurements check the machinery, "
-                            "they do not judge the frameworks. Every claim comparing "
-                            "frameworks' times is marked not comparable."))
-    return blocks
-
-
-ACCELERATORS = {"kvm": "KVM", "qemu": "QEMU TCG (emulated CPU)"}
-
-
-def vm_facts(bed):
-    """The VMs' provider, box and accelerator, where the nodes are Vagrant VMs."""
-    vm = bed.get("vm") or {}
-    if not vm:
-        return []
-    return ["VMs: %s, box %s, accelerator %s (%s)" % (
-        vm.get("provider"), vm.get("box"), ACCELERATORS.get(vm.get("accelerator"),
-                                                           vm.get("accelerator")),
-        vm.get("why", ""))]
-
-
-def shared_cell(machine):
-    """The setup table's "cores shared": yes / no / unknown, and from what."""
-    if machine["shared"] is None:
-        return "unknown"
-    if not machine["shared"]:
-        return "no"
-    if machine.get("inferred_shared"):
-        return "yes (%s threads on %s CPUs)" % (machine["threads"], machine["logical_cpus"])
-    return "yes (measured: contention probe)"
-
-
-def contention_blocks(probe):
-    """The contention probe's figures (harness/run/contention.py): interference between the
-    nodes measured, each node against its own noise."""
-    if not probe:
-        return [("p", "Contention probe: not run (a run made before it existed): sharing is "
-                      "inferred from the inventory and the host facts only.")]
-    rows = [[name, "%.0f" % v["alone"], _num(v["together"], "%.0f"),
-             "-" if v["loss"] is None else "%+.1f%%" % (-100 * v["loss"]),
-             _probe_range(v), "-" if v.get("noise") is None else "+-%.1f%%" % (100 * v["noise"]),
-             "yes" if v.get("shared") else "no",
-             "-" if v["steal"] is None else "%.1f%%" % (100 * v["steal"])]
-            for name, v in sorted(probe["nodes"].items())]
-    rule = probe.get("rule") or "shared when a node is slower by more than %.0f%%" % (
-        100 * probe["threshold"])
-    return [("p", "Contention probe: interference between the nodes, measured. A fixed CPU "
-                  "kernel with each node's thread budget, under its CPU affinity, %.1f s on "
-                  "each node alone, then on all nodes at once, %s rounds, each node alone "
-                  "before and after each round (in %s; medians). The change alone against "
-                  "itself is the machine's own noise. Rule: %s. Found: %s.%s%s"
-             % (probe["probe_seconds"], probe.get("rounds") or "several", probe["unit"], rule,
-                "some nodes share cores, so the run counts as sharing cores" if probe["shared"]
-                else "no node shares cores", settled_text(probe),
-                " Measured %d s before this run, for a run on the same nodes, and taken "
-                "again." % probe["reused_after"] if probe.get("reused_after") is not None
-                else "")),
-            ("table", ["node", "alone", "all at once", "change", "change per round",
-                       "alone against itself", "shares cores", "steal time"], rows)]
-
-
-def _probe_range(v):
-    if v.get("loss_low") is None:
-        return "-"
-    return "%+.0f%% to %+.0f%%" % (-100 * v["loss_high"], -100 * v["loss_low"])
-
-
-def settled_text(probe):
-    return " Before it measured, it %s." % probe["settled"] if probe.get("settled") else ""
 
 
 def loading_note(bed):
@@ -434,27 +314,27 @@ def interference_cell(g):
         return "-"
     steal, wait = getattr(g, "steal", math.nan), getattr(g, "runqueue_wait", math.nan)
     return "%.1f%% (+%.1f%%), wait %s" % (100 * others, 100 * (steal if steal == steal else 0),
-                                         _num(wait, "%.2f"))
+                                         render.number(wait, "%.2f"))
 
 
 def execution_section(fig3, groups, manifest=None):
     rows = []
     for g in groups.itertuples():
         rows.append([g.benchmark, g.system, g.link or "-", g.status,
-                     "%d/%d" % (g.succeeded, g.repeats), _num(g.startup, "%.2f"),
-                     _num(g.measured_seconds - g.startup, "%.2f"), _num(g.wall_step, "%.4f"),
-                     _num(getattr(g, "median_step", math.nan), "%.4f"),
-                     _num(g.execution_seconds, "%.1f"),
+                     "%d/%d" % (g.succeeded, g.repeats), render.number(g.startup, "%.2f"),
+                     render.number(g.measured_seconds - g.startup, "%.2f"), render.number(g.wall_step, "%.4f"),
+                     render.number(getattr(g, "median_step", math.nan), "%.4f"),
+                     render.number(g.execution_seconds, "%.1f"),
                      "-" if g.ci_low != g.ci_low else "%.1f - %.1f" % (g.ci_low, g.ci_high),
                      ("projected" if g.projected else "measured")
                      + (", stopped at %s" % g.stop if g.stop else ""),
-                     _num(g.cv, "%.1f%%", 100),
+                     render.number(g.cv, "%.1f%%", 100),
                      "; ".join(f for f in ("CV > 5%" if g.unstable else "", interval_flag(g),
                                            "%d disturbed, left out" % g.disturbed
                                            if g.disturbed else "", cleaning_flag(g)) if f),
                      interference_cell(g)]
-                    + [_num(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
-                    + [_num(g.peak_rss_mb, "%.0f")])
+                    + [render.number(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
+                    + [render.number(g.peak_rss_mb, "%.0f")])
     return [("h2", "Execution time (cf. paper Fig. 3)"), ("img", fig3, "Fig. 3: execution time"),
             ("p", "Per benchmark and system-mode over its repeats, the measured run in two "
                   "parts that do not overlap: start-up (process start to the end of the first "
@@ -513,7 +393,7 @@ def consistency_section(out, records, groups, table, manifest, net=None):
     return blocks + [("table", ["check", "benchmark", "system", "value", "against", "ratio",
                                 "accepted", "result"],
                       [[r.check, r.benchmark, r.system, "%.4g" % r.value, "%.4g" % r.against,
-                        _num(r.ratio, "%.3f"), r.accepted, "not counted" if r.not_applicable
+                        render.number(r.ratio, "%.3f"), r.accepted, "not counted" if r.not_applicable
                         else "ok" if r.ok else "WARNING"]
                        for r in checks.itertuples()])]
 
@@ -543,7 +423,7 @@ def table_v_section(groups, manifest=None):
         # known (its workers' step missing): the rest is not known either
         timed = consistency.coordinator_timed(system, manifest)
         rest = mean - dispatch if timed else mean
-        rows.append([system, _num(mean, "%.2f"), _num(dispatch, "%.2f"), _num(rest, "%.2f"),
+        rows.append([system, render.number(mean, "%.2f"), render.number(dispatch, "%.2f"), render.number(rest, "%.2f"),
                      "%d of %d" % (len(found), len(ref["benchmarks"])),
                      "%.2f" % paper if whole else "not comparable (%.2f over %d)" % (
                          paper, len(ref["benchmarks"]))])
@@ -572,7 +452,7 @@ def memory_section(run_path, out, records, cells, figure):
     peaks = memory.peak_table(records)
     peaks.to_csv(out / "memory_peaks.csv", index=False)
     blocks.append(("table", ["system", "role", "peak RSS MB"],
-                   [[r.system, r.role, _num(r.peak_rss_mb, "%.0f")] for r in peaks.itertuples()]))
+                   [[r.system, r.role, render.number(r.peak_rss_mb, "%.0f")] for r in peaks.itertuples()]))
     return blocks
 
 
@@ -599,10 +479,10 @@ def network_section(out, groups, records, cells, manifest, figure):
     blocks.append(("table", ["benchmark", "system", "Mbit/s", "model MB", "sent MB/step/node",
                              "bound MB/step", "bound s/step", "communication s/step",
                              "efficiency"],
-                   [[r.benchmark, r.system, _num(r.link_mbit, "%g"), _num(r.model_mb, "%.2f"),
-                     _num(r.bytes_sent_per_step_mb, "%.2f"), _num(r.bound_mb_per_step, "%.2f"),
-                     _num(r.bound_seconds, "%.4f"), _num(r.communication, "%.4f"),
-                     _num(r.efficiency, "%.2f")] for r in net.itertuples()]))
+                   [[r.benchmark, r.system, render.number(r.link_mbit, "%g"), render.number(r.model_mb, "%.2f"),
+                     render.number(r.bytes_sent_per_step_mb, "%.2f"), render.number(r.bound_mb_per_step, "%.2f"),
+                     render.number(r.bound_seconds, "%.4f"), render.number(r.communication, "%.4f"),
+                     render.number(r.efficiency, "%.2f")] for r in net.itertuples()]))
     return blocks
 
 
@@ -697,17 +577,6 @@ def provenance(manifest):
 
 
 
-def _num(value, fmt, scale=1):
-    try:
-        return fmt % (value * scale) if value == value and value is not None else "-"
-    except TypeError:
-        return "-"
-
-
-def _fmt(value):
-    if value is None:
-        return "-"
-    return "%.2f" % value if isinstance(value, float) else str(value)
 
 
 def _when(stamp):

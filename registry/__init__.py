@@ -188,3 +188,14 @@ def factors(path=FACTORS):
         if bad:
             raise ValueError("%s: levels %s must be plain words" % (where, bad))
     return raw
+
+
+def level_values(factor):
+    """A factor's levels (factors.yml), as the strings plans and explanations compare."""
+    return [str(level["value"]) for level in factor["levels"]]
+
+
+def level_name(factor, value):
+    names = {str(level["value"]): level.get("name", str(level["value"]))
+             for level in factor["levels"]}
+    return names[str(value)]

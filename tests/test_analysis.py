@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import claims, consistency, network, operators, report, stats, testbed
+from analysis import claims, consistency, network, operators, report, setup_text, stats, testbed
 from tests import fixtures
 from analysis import tidy
 
@@ -499,7 +499,7 @@ def test_a_verdict_run_says_how_many_steps_it_may_run_and_how_it_projects():
     texts = [d["text"] for d in bed["deviations"] if d["key"] == "steps"]
     assert texts[0].startswith("30 steps per worker")
     assert texts[1].startswith("up to 160 steps per worker (the verdict profile")
-    facts = report.setup_section(bed)[1][1]
+    facts = setup_text.setup_section(bed)[1][1]
     assert "steps per worker: 1 epoch(s) x 30 = 30, 2-4 epochs x 40 = up to 160" in facts[-2]
 
 

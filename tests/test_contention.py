@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from analysis import claims, report, testbed
+from analysis import claims, setup_text, testbed
 from harness.run import contention
 from harness.nodes import inventory, access as nodes_mod, stacks
 from tests import fixtures
@@ -132,16 +132,16 @@ def test_a_probe_finding_none_does_not_clear_more_threads_than_cpus():
 def test_the_setup_section_shows_the_probes_figures():
     bed = testbed.describe(with_probe(TWO_OWN, dict(probe(360.0, steal=0.004),
                                                     settled="waited 3 s")))
-    blocks = report.contention_blocks(bed["contention"])
+    blocks = setup_text.contention_blocks(bed["contention"])
     assert "some nodes share cores" in blocks[0][1] and "waited 3 s." in blocks[0][1]
     assert contention.RULE in blocks[0][1]
     assert blocks[1][2][0] == ["node1", "450", "360", "-20.9%", "-21% to -19%", "+-2.3%",
                                "yes", "0.4%"]
     assert blocks[1][2][1][6] == "no" and blocks[1][2][1][7] == "-"
-    assert "not run" in report.contention_blocks(None)[0][1]
+    assert "not run" in setup_text.contention_blocks(None)[0][1]
     (text,) = [d["text"] for d in bed["deviations"] if d["key"] == "shared_cores"]
     assert text.endswith("though the inventory gives each node CPUs of its own")
-    assert report.shared_cell(bed["machines"][0]) == "yes (measured: contention probe)"
+    assert setup_text.shared_cell(bed["machines"][0]) == "yes (measured: contention probe)"
 
 
 def test_a_probe_from_before_the_noise_rule_is_read_by_its_threshold():
@@ -149,7 +149,7 @@ def test_a_probe_from_before_the_noise_rule_is_read_by_its_threshold():
                                "steal": None}}, "threshold": 0.15, "shared": True,
            "probe_seconds": 1.0, "unit": "kernel chunks per second"}
     assert testbed.slowed(old) == ["node1"]
-    assert report.contention_blocks(old)[1][2][0][4:7] == ["-", "-", "no"]
+    assert setup_text.contention_blocks(old)[1][2][0][4:7] == ["-", "-", "no"]
 
 
 def measure(inventory_name):

@@ -36,7 +36,7 @@ class Setting:
         return hashlib.sha1(json.dumps(self.levels).encode()).hexdigest()[:8]
 
     def text(self, factors):
-        return ", ".join("%s: %s" % (factors[f].get("text", f), level_name(factors[f], v))
+        return ", ".join("%s: %s" % (factors[f].get("text", f), registry.level_name(factors[f], v))
                          for f, v in self.levels)
 
 
@@ -52,16 +52,6 @@ class Rung:
     def name(self):
         return "%s %s -> %s" % (self.factor, self.before.get(self.factor),
                                 self.after.get(self.factor))
-
-
-def level_name(factor, value):
-    names = {str(level["value"]): level.get("name", str(level["value"]))
-             for level in factor["levels"]}
-    return names[str(value)]
-
-
-def values(factor):
-    return [str(level["value"]) for level in factor["levels"]]
 
 
 def choose(names, inventory_name, vcpus, all_factors=None):
@@ -112,7 +102,7 @@ def rungs(factors):
     base, end = ends(factors)
     out = []
     for name, factor in factors.items():
-        levels = values(factor)
+        levels = registry.level_values(factor)
         first, last = levels.index(str(factor["paper"])), levels.index(str(factor["today"]))
         if first == last:
             out += [Rung(name, end, end.moved(name, v), "what-if")
