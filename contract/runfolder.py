@@ -3,10 +3,9 @@
 the records, commands.py and resume.py say what changed, and this writes it."""
 import json
 import shutil
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..errors import UserError
+from .errors import UserError
 
 MANIFEST, STATUS, RECORDS, ATTEMPTS = "manifest.json", "status.json", "records.jsonl", ".attempts"
 STATES = ("pending", "running", "succeeded", "failed")
@@ -27,31 +26,41 @@ def write_json(path, data):
     tmp.replace(path)
 
 
-@dataclass
-class CellStatus:
-    """One cell's status.json. Item access (status["reason"]) works as on the dict it was;
-    a key that is not a field is an error, so a misspelt key cannot pass unseen."""
-    cell_id: str
-    status: str = "pending"
-    reason: str = ""
-    warning: str = ""  # a cell that succeeded with a part missing (its operator profile)
-    settings: dict = None
-    started: float = None
-    detected: float = None   # when the end or the fault was seen; cleanup follows
-    ended: float = None
-    seconds: float = None
-    updated: float = None
-    processes: list = field(default_factory=list)  # node, role, rank, pid, out_dir of each
-    killed_hard: dict = field(default_factory=dict)
-    unreachable: list = field(default_factory=list)
-    log_tails: dict = field(default_factory=dict)
-    fetched_files: int = 0
+# status.json's keys and their defaults (a callable makes a fresh list or dict for each cell)
+STATUS_KEYS = (
+    ("status", "pending"),
+    ("reason", ""),
+    ("warning", ""),  # a cell that succeeded with a part missing (its operator profile)
+    ("settings", None),
+    ("started", None),
+    ("detected", None),   # when the end or the fault was seen; cleanup follows
+    ("ended", None),
+    ("seconds", None),
+    ("updated", None),
+    ("processes", list),  # node, role, rank, pid, out_dir of each
+    ("killed_hard", dict),
+    ("unreachable", list),
+    ("log_tails", dict),
+    ("fetched_files", 0),
     # what else ran on each node while the cell did (harness/run/disturbance.py): node ->
     # others' CPU, steal, pressure, run-queue wait; and why the cell counts as disturbed
-    interference: dict = field(default_factory=dict)
-    disturbed: str = ""
+    ("interference", dict),
+    ("disturbed", ""),
+)
 
-    def __post_init__(self):
+
+class CellStatus(object):
+    """One cell's status.json. Item access (status["reason"]) works as on the dict it was;
+    a key that is not one of STATUS_KEYS is an error, so a misspelt key cannot pass unseen."""
+
+    def __init__(self, cell_id, **given):
+        unknown = sorted(set(given) - self.names())
+        if unknown:
+            raise TypeError("status.json has no key %s" % ", ".join(map(repr, unknown)))
+        self.cell_id = cell_id
+        for key, default in STATUS_KEYS:
+            setattr(self, key, given[key] if key in given else
+                    default() if callable(default) else default)
         if self.status not in STATES:
             raise ValueError("cell %s: status %r is not one of %s"
                              % (self.cell_id, self.status, ", ".join(STATES)))
@@ -64,6 +73,12 @@ class CellStatus:
         self._known(key)
         setattr(self, key, value)
 
+    def __eq__(self, other):
+        return isinstance(other, CellStatus) and self.to_dict() == other.to_dict()
+
+    def __repr__(self):
+        return "CellStatus(%s)" % ", ".join("%s=%r" % kv for kv in self.to_dict().items())
+
     def get(self, key, default=None):
         value = getattr(self, key, None)
         return default if value is None else value
@@ -73,19 +88,20 @@ class CellStatus:
             self[key] = value
 
     def _known(self, key):
-        if key not in self.names():
+        if key not in self.names() | {"cell_id"}:
             raise KeyError("status.json has no key %r" % key)
 
     @classmethod
     def names(cls):
-        return {f.name for f in fields(cls)}
+        return {key for key, _ in STATUS_KEYS}
 
     @classmethod
     def from_dict(cls, data):
-        return cls(**{k: v for k, v in data.items() if k in cls.names()})
+        return cls(data["cell_id"], **{k: v for k, v in data.items() if k in cls.names()})
 
     def to_dict(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return dict([("cell_id", self.cell_id)] +
+                    [(key, getattr(self, key)) for key, _ in STATUS_KEYS])
 
 
 class RunFolder:

@@ -7,12 +7,12 @@ import zlib
 from pathlib import Path
 
 from .results import collect
-from .run import contention, disturbance, interrupts, launch, preflight, stall
+from .run import contention, disturbance, interrupts, launch, preflight, resume, stall
 from .nodes import datasets, inventory, access as nodes_mod, provision, stacks
-from .plan import estimate, matrix, resume
+from .plan import estimate, matrix
 from .clusters import links, slurm_jobs
 from .errors import UserError
-from .results.runfolder import CellStatus, RunFolder
+from contract.runfolder import CellStatus, RunFolder
 
 
 def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
@@ -406,7 +406,7 @@ def attach_explain(results, run_id, explain_path):
     """Copy an explain result into a run's folder and analyze the run again: its claims table
     gets the column "what moves it"."""
     import shutil
-    from .results import runfolder
+    from contract import runfolder
     path = runfolder.find(results, run_id)
     shutil.copy(str(Path(explain_path) / "explain.json"), str(path / "explain.json"))
     return analyze(results, path.name)

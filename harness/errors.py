@@ -1,10 +1,4 @@
-"""Errors the user can act on: printed without a traceback, exit code 2."""
+"""Errors the user can act on (contract/errors.py: bench/ may raise them too)."""
+from contract.errors import UserError
 
-
-class UserError(Exception):
-    """A problem with input or environment, with its cause and the fix."""
-
-    def __init__(self, cause, fix=None):
-        self.cause = cause
-        self.fix = fix
-        super().__init__(cause if not fix else "%s\n  fix: %s" % (cause, fix))
+__all__ = ["UserError"]

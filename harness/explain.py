@@ -18,7 +18,7 @@ from .errors import UserError
 from .nodes import access, inventory, stacks
 from .plan import ladder
 from .results import collect
-from .results.runfolder import CellStatus, RunFolder
+from contract.runfolder import CellStatus, RunFolder
 from .run import preflight
 
 DEFAULT_BENCHMARKS = "lenet5-cifar10,resnet18-cifar10"

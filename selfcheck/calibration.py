@@ -22,7 +22,7 @@ from harness import commands
 from harness.plan import matrix
 from harness.results import collect
 from harness.errors import UserError
-from harness.results.runfolder import RunFolder
+from contract.runfolder import RunFolder
 
 GOAL = 0.90
 

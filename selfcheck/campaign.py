@@ -17,7 +17,7 @@ from harness.results import collect
 from harness import commands
 from harness.nodes import inventory, access as nodes_mod
 from harness.plan import layout, matrix
-from harness.results import runfolder
+from contract import runfolder
 from selfcheck.faults import KillWhenTraining, strays
 
 DETECTION_GOAL = 10.0

@@ -11,22 +11,24 @@ import threading
 import time
 from pathlib import Path
 
-from harness.results import collect, runfolder
+from contract import runfolder
+from harness.results import collect
 from harness import commands
 from harness.nodes import inventory, access as nodes_mod, provision
 from harness.plan import matrix
+from contract import nodefolder
 
 VICTIM = ("worker", 1)  # node 2's worker: never the process that coordinates
 
 
 def run_folder(node, run_id):
-    return "%s/runs/%s" % (node.path(node.host.workdir), run_id)
+    return nodefolder.run_dir(node.path(node.host.workdir), run_id)
 
 
 def progress_of(node, folder):
     """role folder name -> progress.json of every process of a cell on `node`."""
-    out = node.run("for f in %s/*/progress.json; do echo \"@@$f\"; cat \"$f\"; done 2>/dev/null"
-                   % shlex.quote(folder), check=False).stdout
+    out = node.run("for f in %s/*/%s; do echo \"@@$f\"; cat \"$f\"; done 2>/dev/null"
+                   % (shlex.quote(folder), nodefolder.PROGRESS), check=False).stdout
     found = {}
     for chunk in out.split("@@")[1:]:
         name, _, text = chunk.partition("\n")

@@ -12,7 +12,7 @@ from harness.results import collect
 from harness import commands
 from harness.clusters import emulated, slurm, slurm_jobs
 from harness.errors import UserError
-from harness.results.runfolder import RunFolder
+from contract.runfolder import RunFolder
 
 ROUTES = (("ssh", "netns"), ("slurm", "netns-slurm"))
 

@@ -27,7 +27,8 @@ from harness import commands
 from harness.nodes import datasets, provision
 from harness.plan import matrix
 from harness.results import collect
-from harness.results.runfolder import RunFolder
+from contract.runfolder import RunFolder
+from contract import nodefolder
 
 # Relative tolerances, derived in docs/methodology.md ("Same arithmetic"): float32 kernels
 # that sum in different orders differ by about 1e-7 per operation; over 30 steps those
@@ -130,7 +131,7 @@ def load(run_path):
 
 
 def read_process(entry, folder, role, rank):
-    result_file = folder / "result.json"
+    result_file = folder / nodefolder.RESULT
     if role not in ("worker", "chief") or not result_file.is_file():
         return
     result = json.loads(result_file.read_text())

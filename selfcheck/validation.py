@@ -22,7 +22,7 @@ from harness.results import collect
 from harness import commands
 from harness.plan import matrix
 from harness.errors import UserError
-from harness.results.runfolder import RunFolder
+from contract.runfolder import RunFolder
 
 BENCHMARK = "lenet5-cifar10"
 GOAL_ERROR = 0.05

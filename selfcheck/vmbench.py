@@ -16,7 +16,7 @@ from harness import commands
 from harness.clusters import vagrant
 from harness.nodes import provision, stacks
 from harness.results import collect
-from harness.results.runfolder import RunFolder
+from contract.runfolder import RunFolder
 import registry
 
 

@@ -110,7 +110,7 @@ def test_sacct_rows_become_records_beside_psutils(tmp_path):
     import json
     from harness.results import collect
     from harness.clusters import sacct
-    from harness.results.runfolder import CellStatus, RunFolder
+    from contract.runfolder import CellStatus, RunFolder
     cell = tmp_path / "c1"
     for node, role, step in (("node1", "worker-0", "7.1"), ("node2", "worker-1", "7.2"),
                              ("node3", "worker-2", "")):
@@ -157,7 +157,7 @@ def test_a_cluster_without_accounting_is_said_so(tmp_path, monkeypatch):
 
 def test_slurm_bench_table_compares_cells_and_steps_each_way(tmp_path):
     """Two runs each way with known cell times and steps: medians, the ratio, the spread."""
-    from harness.results.runfolder import CellStatus, RunFolder
+    from contract.runfolder import CellStatus, RunFolder
     from selfcheck import launchers
 
     def run(name, seconds, step):

@@ -93,3 +93,20 @@ def test_paper_env_files_pin_every_version_of_the_paper_stack():
         pins = [line for line in pip if not line.startswith("-")]
         assert pins == wanted["packages"] and all("==" in p for p in pins), framework
         assert options == ([wanted["pip_args"]] if wanted.get("pip_args") else []), framework
+
+
+def test_the_import_contracts_hold():
+    """.importlinter: the stages are layers, analysis/ imports no harness/, bench/ nothing of
+    the controller (docs/architecture.md)."""
+    result = run([os.path.join(BIN, "lint-imports"), "--no-cache"])
+    assert result.returncode == 0 and "0 broken" in result.stdout, result.stdout[-3000:]
+
+
+def test_lint_imports_catches_a_reversed_layer(tmp_path):
+    """The check above can fail: harness.run imports harness.plan, so plan over run breaks."""
+    config = tmp_path / "reversed.ini"
+    config.write_text("[importlinter]\nroot_packages =\n    harness\n\n"
+                      "[importlinter:contract:reversed]\nname = reversed\ntype = layers\n"
+                      "layers =\n    harness.plan\n    harness.run\n")
+    result = run([os.path.join(BIN, "lint-imports"), "--no-cache", "--config", str(config)])
+    assert result.returncode != 0 and "BROKEN" in result.stdout.upper(), result.stdout[-3000:]

@@ -13,7 +13,7 @@ import pytest
 
 from harness.nodes import inventory, access as nodes_mod
 from harness.plan import matrix
-from harness.results import runfolder
+from contract import runfolder
 from selfcheck import faults
 from harness.paths import REPO
 from tests.conftest import INVOKE, invoke

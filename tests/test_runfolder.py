@@ -2,9 +2,9 @@
 run by start time."""
 import pytest
 
-from harness.results import runfolder
+from contract import runfolder
 from harness.errors import UserError
-from harness.results.runfolder import CellStatus, RunFolder
+from contract.runfolder import CellStatus, RunFolder
 
 
 def test_a_status_round_trips_and_refuses_unknown_keys(tmp_path):
@@ -66,7 +66,7 @@ def test_a_run_without_records_names_the_collect_to_run(tmp_path):
 
 def test_retry_failed_runs_a_cell_disturbed_in_both_attempts_again():
     """Left out of the verdicts, so --retry-failed runs it again; a calm one is kept."""
-    from harness.plan import resume
+    from harness.run import resume
     disturbed = {"status": "succeeded", "disturbed": "disturbed (node1: other programs 9% ...)"}
     assert resume.should_run(disturbed, retry_failed=True, force=False)
     assert not resume.should_run(disturbed, retry_failed=False, force=False)

@@ -7,11 +7,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..nodes.access import SlurmNode
+from contract import nodefolder
 
 FIELDS = "JobID,JobName,NodeList,State,ExitCode,Elapsed,TotalCPU,MaxRSS"
 FILE = "sacct.txt"
-STEP_FILE = SlurmNode.STEP_FILE  # in each role's folder: the job step that ran it
+STEP_FILE = nodefolder.SLURM_STEP  # in each role's folder: the job step that ran it
 RUNNING = ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "COMPLETING")
 WAIT_SECONDS = 20  # a step's figures reach slurmdbd a moment after it ends
 

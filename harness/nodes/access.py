@@ -16,6 +16,7 @@ from pathlib import Path
 import invoke
 
 from ..errors import UserError
+from contract import nodefolder
 
 STATE = "ps -o stat= -p %d"  # a process's state; empty when it is gone
 
@@ -169,8 +170,10 @@ class Node:
     def poll_files(self, out_dir, pid):
         """(progress.json, the process's state as STATE prints it, rc) of a role's folder, in
         one round trip, touching its lease."""
-        command = ("cd %s && touch lease && cat progress.json 2>/dev/null; echo; echo '#ps'; "
-                   "%s; echo '#rc'; cat rc 2>/dev/null" % (q(out_dir), STATE % pid))
+        command = ("cd %s && touch %s && cat %s 2>/dev/null; echo; echo '#ps'; "
+                   "%s; echo '#rc'; cat %s 2>/dev/null" % (
+                       q(out_dir), nodefolder.LEASE, nodefolder.PROGRESS, STATE % pid,
+                       nodefolder.EXIT_CODE))
         done = self.run(command, check=False)
         if "#rc" not in done.stdout:  # the command never ran there (a Slurm step refused)
             raise UserError(self.unusable(fresh=True) or "%s did not answer its poll: %s" % (
@@ -212,10 +215,11 @@ class LocalNode(Node):
         a shell, ps and cat on the CPUs that the pinned nodes own (docs/methodology.md)."""
         folder = Path(out_dir)
         try:
-            (folder / "lease").touch()
+            (folder / nodefolder.LEASE).touch()
         except OSError as exc:
             raise UserError("%s did not answer its poll: %s" % (self.name, exc))
-        return (_read(folder / "progress.json"), _stat_state(pid), _read(folder / "rc"))
+        return (_read(folder / nodefolder.PROGRESS), _stat_state(pid),
+                _read(folder / nodefolder.EXIT_CODE))
 
     def read_text(self, path):
         try:
@@ -313,7 +317,7 @@ class SlurmNode(Node):
     """A node of a Slurm allocation: each command is a job step on it (srun --overlap, so it
     runs beside the roles' steps), and each role is a job step of its own, which stopping
     the role cancels (scancel) besides killing its pid."""
-    STEP_FILE = "slurm_step"  # written in the role's folder: which job step ran it
+    STEP_FILE = nodefolder.SLURM_STEP  # written in the role's folder: which job step ran it
     CHECK_SECONDS = 2.0
 
     def __init__(self, host):

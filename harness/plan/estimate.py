@@ -16,7 +16,7 @@ replace it as soon as the cells have run once.
 """
 from dataclasses import dataclass
 
-from ..results import runfolder
+from contract import runfolder
 
 ESTIMATE_STEPS = 8  # `invoke estimate`: steps per cell (warm-up 2 included)
 

@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from . import collect
-from .runfolder import RunFolder
+from contract.runfolder import RunFolder
 from ..errors import UserError
 from ..paths import REPO
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import registry
 from bench.common import codedigest
 
-from . import runfolder
+from contract import runfolder
 from ..clusters import sacct
 from ..errors import UserError
 from ..paths import REPO, cache_dir
-from .runfolder import RunFolder, read_json
+from contract.runfolder import RunFolder, read_json
+from contract import nodefolder
 
 RESULTS_FORMAT = 1  # bump when the layout of results/<run-id>/ changes incompatibly
 # a result's summary keys that become records: the step, the four phases of the breakdown
@@ -105,7 +106,7 @@ def finish_manifest(path, nodes):
     run = RunFolder(path)
     manifest = run.manifest()
     stack = (manifest.get("stack") or {}).get("name")
-    manifest["host_facts"] = {node.name: _node_json(node, "facts.json") for node in nodes}
+    manifest["host_facts"] = {node.name: _node_json(node, nodefolder.FACTS) for node in nodes}
     # the versions of the envs of the run's own stack (provisioning writes one file per stack)
     manifest["installed"] = {node.name: _node_json(node, "envs-%s.json" % stack)
                              for node in nodes}
@@ -128,7 +129,7 @@ def results_of(path):
 
 
 def _results(path):
-    for result_file in sorted(Path(path).glob("*/*/*/result.json"),
+    for result_file in sorted(Path(path).glob("*/*/*/" + nodefolder.RESULT),
                               key=lambda p: p.stat().st_mtime):
         try:
             yield result_file.parent.parent.name, json.loads(result_file.read_text())
@@ -225,7 +226,7 @@ def build_records(path):
                             warning=status.get("warning", ""),
                             disturbed=status.get("disturbed", "")))
         slurm_rows = sacct.kept(path / cell["id"])
-        for result_file in sorted((path / cell["id"]).glob("*/*/result.json")):
+        for result_file in nodefolder.fetched_results(path / cell["id"]):
             records.extend(_process_records(base, result_file, slurm_rows))
         records.extend(_profile_records(base, path / cell["id"]))
     run.write_records(records)

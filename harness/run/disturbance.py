@@ -10,6 +10,7 @@ again is kept, marked, and left out of the verdicts (docs/methodology.md, "Inter
 Where the nodes share cores or are emulated (judged()), it is measured and shown only.
 """
 import json
+from contract import nodefolder
 
 BOUND = 0.05
 FIGURES = ("others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait")
@@ -27,7 +28,7 @@ def judged(probe, bounds=None):
 def per_node(cell_path):
     """node -> the largest of each figure over the node's processes (None where none said)."""
     found = {}
-    for result_file in sorted(cell_path.glob("*/*/result.json")):
+    for result_file in nodefolder.fetched_results(cell_path):
         try:
             figures = json.loads(result_file.read_text()).get("interference") or {}
         except ValueError:

@@ -18,6 +18,7 @@ from ..errors import UserError
 from ..plan.matrix import SYSTEMS
 from ..paths import BENCH
 from .progress import CellProgress
+from contract import nodefolder
 
 SALVAGED = "operator profile incomplete"  # the warning of a cell kept after a fault
 POLL_SECONDS = 1.0
@@ -100,13 +101,13 @@ def prepare(cell, run_id, nodes, stack, shards, lease=LEASE_SECONDS):
     template = environment().get_template(system["template"])
     python_rel = stack.env(cell.framework)
     used = nodes[:cell.nodes]
-    data_dirs = ["%s/data/%s" % (n.path(n.host.workdir), shards["id"]) for n in used]
+    data_dirs = [nodefolder.data_dir(n.path(n.host.workdir), shards["id"]) for n in used]
     processes = []
     checksum = init_checksum(cell, shards["classes"])  # once a cell: ResNet-50 is 23M floats
     for node, role, rank in layout.roles(cell, nodes):
         host = node.host
         workdir = node.path(host.workdir)
-        out_dir = "%s/runs/%s/%s/%s-%d" % (workdir, run_id, cell.id, role, rank)
+        out_dir = nodefolder.role_dir(workdir, run_id, cell.id, role, rank)
         config = dict(cell.settings, **TRAINING)
         config.update(calibration(lease))
         config.update(
@@ -124,7 +125,7 @@ def prepare(cell, run_id, nodes, stack, shards, lease=LEASE_SECONDS):
             profiler_port=layout.profiler_port(cell, node, role),
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),
             init_checksum=checksum, sample_interval=sample_interval(lease))
-        variables = dict(config, system=cell.system, code_dir=workdir + "/code",
+        variables = dict(config, system=cell.system, code_dir=nodefolder.code_dir(workdir),
                          lease_seconds=int(lease),
                          python=python_rel.python(node.path(host.env_root)),
                          **layout.launch_variables(cell, nodes, role, rank))
@@ -154,10 +155,11 @@ def start(processes):
         # an earlier attempt's files (fetched already) must not be read as this one's: its rc
         proc.node.run("rm -rf %s && mkdir -p %s" % (shlex.quote(proc.out_dir),
                                                     shlex.quote(proc.out_dir)))
-        write_file(proc.node, proc.out_dir + "/run.sh", proc.script)
-        write_file(proc.node, proc.out_dir + "/cell.json", json.dumps(proc.config, indent=1))
+        write_file(proc.node, proc.out_dir + "/" + nodefolder.SCRIPT, proc.script)
+        write_file(proc.node, proc.out_dir + "/" + nodefolder.CELL_CONFIG,
+                   json.dumps(proc.config, indent=1))
     for proc in processes:
-        proc.pid = proc.node.start_background("run.sh", proc.out_dir, "log.txt")
+        proc.pid = proc.node.start_background(nodefolder.SCRIPT, proc.out_dir, nodefolder.LOG)
 
 
 def write_file(node, path, text):
@@ -292,7 +294,7 @@ def stop_services(processes):
 
 def _result(proc):
     try:
-        return json.loads(proc.node.read_text(proc.out_dir + "/result.json") or "{}")
+        return json.loads(proc.node.read_text(proc.out_dir + "/" + nodefolder.RESULT) or "{}")
     except ValueError:
         return {}
 

@@ -15,6 +15,7 @@ from . import mesh
 from ..nodes import datasets
 from ..plan import layout
 from ..errors import UserError
+from contract import nodefolder
 
 MIN_FREE_MB = 1024  # results of one cell are a few MB; a nearly full disk fails mid-run
 PROVISION_FIX = "run `invoke provision` with the same --inventory, --stack, --profile (and --nodes)"
@@ -68,7 +69,7 @@ def _add_needs(needs, cell, nodes, stack, index):
     for node, role, rank in layout.roles(cell, nodes):
         need = needs[node.name]
         need["envs"][env.framework] = env
-        data = "%s/data/%s/" % (node.path(node.host.workdir), index["id"])
+        data = nodefolder.data_dir(node.path(node.host.workdir), index["id"]) + "/"
         shard = index["shards"][rank]
         need["files"][data + shard["file"]] = shard["md5"]
         if registry.system(cell.system).get("reads") == "whole-set":
@@ -93,9 +94,10 @@ def _check_node(node, need):
         "mkdir -p %s 2>/dev/null; df -Pk %s | tail -1" % (shlex.quote(workdir),
                                                            shlex.quote(workdir)),
         "echo '#tcp'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null",
-        "echo '#owner'; cat %s/node-name 2>/dev/null || echo MISSING" % shlex.quote(workdir),
-        "echo '#code'; cd %s/code 2>/dev/null && [ -f bench/__init__.py ] && (%s) || echo MISSING"
-        % (shlex.quote(workdir), codedigest.SHELL),
+        "echo '#owner'; cat %s 2>/dev/null || echo MISSING"
+        % shlex.quote(workdir + "/" + nodefolder.NODE_NAME),
+        "echo '#code'; cd %s 2>/dev/null && [ -f bench/__init__.py ] && (%s) || echo MISSING"
+        % (shlex.quote(nodefolder.code_dir(workdir)), codedigest.SHELL),
     ] + ["echo '#marker'; cat %s 2>/dev/null || echo MISSING" % shlex.quote(m)
          for m in markers] +
         ["echo '#md5'; md5sum %s 2>&1 || true"

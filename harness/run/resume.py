@@ -8,10 +8,10 @@ from collections import Counter
 from dataclasses import fields
 
 from ..results import collect
-from ..run import launch
+from . import launch
 from ..errors import UserError
-from .matrix import Cell
-from ..results.runfolder import RunFolder
+from ..plan.matrix import Cell
+from contract.runfolder import RunFolder
 
 # options that choose cells: a resumed run's cells come from its manifest instead
 SELECTING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "nodes",

@@ -1,0 +1,3 @@
+"""What the parts agree on, in one place: the run folder's and the node folder's layouts, and
+the errors a user can act on. Standard library only, and Python 3.6-compatible (vermin checks
+it), so that bench/ can ship it; everything that names one of these imports it."""
