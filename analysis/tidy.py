@@ -6,18 +6,22 @@ import math
 import numpy as np
 import pandas as pd
 
+import registry
+from contract import records as schema
+
 from . import stats
 
-PAPER_EPOCHS, PAPER_STEPS_PER_EPOCH = 10, 396  # Table IV, per worker
+PAPER = registry.paper_setup()
+PAPER_EPOCHS, PAPER_STEPS_PER_EPOCH = PAPER["epochs"], PAPER["steps_per_epoch"]  # per worker
 PAPER_STEPS = PAPER_EPOCHS * PAPER_STEPS_PER_EPOCH
 TIMES = ["execution_seconds", "startup", "wall_step", "loop_seconds", "measured_seconds"]
-PHASES = ["loading", "forward", "backward", "communication"]
+PHASES = list(schema.PHASES)  # the paper's breakdown (contract/records.py)
 CELL_KEYS = ["cell_id", "benchmark", "system", "repeat"]
 TOTALS = ["startup"] + PHASES  # the breakdown's parts over the paper's run
 CV_LIMIT = 0.05  # a group whose execution time varies more than this is flagged
 TOTAL_OF = {"execution": "execution_seconds", "communication": "communication_total"}
 # what else ran on a node while a cell did (bench/common/interference.py), shares of 0..1
-INTERFERENCE = ["others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait"]
+INTERFERENCE = list(schema.INTERFERENCE)
 
 
 def load_records(path):
@@ -38,8 +42,11 @@ def cell_table(records, paper_steps=PAPER_STEPS):
     for optional in ("link", "link_mbit", "warning", "disturbed"):  # absent from older runs
         if optional not in status:
             status = status.assign(**{optional: None})
+    if "local_batch" not in status:
+        status = status.assign(local_batch=PAPER["local_batch"])
     table = status[["benchmark", "system", "repeat", "status", "reason", "warning", "disturbed",
-                    "epochs", "steps_per_epoch", "nodes", "link", "link_mbit"]].copy()
+                    "epochs", "steps_per_epoch", "nodes", "link", "link_mbit",
+                    "local_batch"]].copy()
     table["link"] = table.link.fillna("")
     table["warning"] = table.warning.fillna("")
     table["disturbed"] = table.disturbed.fillna("")
@@ -253,6 +260,7 @@ def group_table(cells):
                    & (group.disturbed == "")]
         row = {"benchmark": benchmark, "system": system, "link": link, "nodes": nodes,
                "link_mbit": group.link_mbit.max(), "repeats": len(group),
+               "local_batch": group.local_batch.max(),
                "succeeded": int(((group.status == "succeeded")
                                  & (group.disturbed == "")).sum()),
                "disturbed": int((group.disturbed != "").sum()),
@@ -306,14 +314,15 @@ def reference_groups(groups):
     return paper if not paper.empty else groups[groups.link == groups.link.iloc[0]]
 
 
-def scaling_table(groups, local_batch=42):
-    """Per benchmark, system-mode and link: throughput (images/s over all workers) at each
-    node count, speedup over one node, and scaling efficiency = speedup / nodes."""
+def scaling_table(groups):
+    """Per benchmark, system-mode and link: throughput (images/s over all workers, each with
+    its cells' local batch) at each node count, speedup over one node, and scaling efficiency
+    = speedup / nodes."""
     # a node count whose cells were all disturbed stays as a row that says so: a sweep with
     # a missing point would look complete
     left_out = groups.disturbed if "disturbed" in groups else 0
     ok = groups[((groups.succeeded > 0) & groups.step.notna()) | (left_out > 0)].copy()
-    ok["images_per_s"] = ok.nodes * local_batch / ok.step.where(ok.succeeded > 0)
+    ok["images_per_s"] = ok.nodes * ok.local_batch / ok.step.where(ok.succeeded > 0)
     rows = []
     for key, group in ok.groupby(["benchmark", "system", "link"], sort=False):
         single = group[group.nodes == 1].images_per_s

@@ -6,11 +6,14 @@ from pathlib import Path
 import numpy as np
 
 import registry
+from contract import records as schema
 
+PAPER = registry.paper_setup()  # Table IV: 10 epochs x 396 steps, local batch 42
 PARAMETERS = {"lenet5": 62006, "alexnet": 57044810, "resnet18": 11181642, "resnet50": 23528522}
 
 
-def cell(benchmark, system, seconds, repeat=0, status="succeeded", steps=396, epochs=10,
+def cell(benchmark, system, seconds, repeat=0, status="succeeded",
+         steps=PAPER["steps_per_epoch"], epochs=PAPER["epochs"],
          phases=None, nodes=3, startup=0.0, samples=None, sample_epochs=None, wall_step=None,
          disturbed="", interference=None, peak_rss=500.0):
     """One cell: its measured execution time (process start to the loop's end), start-up,
@@ -41,11 +44,11 @@ def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manife
     for spec in cells + [cell(b, s, float("nan"), status="pending") for b, s in planned or []]:
         base = _base(spec, run_id)
         manifest_cells.append(dict(base, id=base["cell_id"]))
-        records.append(dict(base, node=None, role=None, rank=None, metric="status",
-                            value=1.0 if spec["status"] == "succeeded" else 0.0, unit="ok",
-                            status=spec["status"], reason="" if spec["status"] == "succeeded"
-                            else "fixture: %s" % spec["status"],
-                            disturbed=spec.get("disturbed", "")))
+        records.append(schema.record(
+            dict(base, node=None, role=None, rank=None), "status",
+            1.0 if spec["status"] == "succeeded" else 0.0, status=spec["status"],
+            reason="" if spec["status"] == "succeeded" else "fixture: %s" % spec["status"],
+            disturbed=spec.get("disturbed", "")))
         if spec["status"] == "succeeded":
             records += _worker_records(spec, base)
             if memory_rows:
@@ -69,7 +72,7 @@ def _base(spec, run_id):
             "network": network, "dataset": spec["benchmark"].split("-")[1],
             "system": spec["system"], "framework": spec["system"].split("-")[0],
             "mode": spec["system"].split("-")[1], "repeat": spec["repeat"],
-            "nodes": spec["nodes"], "local_batch": 42, "epochs": spec["epochs"],
+            "nodes": spec["nodes"], "local_batch": PAPER["local_batch"], "epochs": spec["epochs"],
             "steps_per_epoch": spec["steps"], "data": "synthetic", "stack": "fixture"}
 
 
@@ -87,12 +90,12 @@ def _worker_records(spec, base):
                       net_bytes_sent_per_step=params * 8.0,
                       wall_step=spec.get("wall_step") or step,
                       startup_seconds=spec["startup"], execution_seconds=spec["seconds"])
-        out += [dict(rec, metric=k, value=v, unit="") for k, v in values.items()]
-        out += [dict(rec, metric=k, value=v, unit="share")
+        out += [schema.record(rec, k, v) for k, v in values.items()]
+        out += [schema.record(rec, k, v)
                 for k, v in sorted(spec.get("interference", {}).items())]
         samples = spec["samples"]
-        out.append(dict(rec, metric="step_samples", value=len(samples), unit="steps",
-                        samples=samples, sample_epochs=spec.get("sample_epochs")))
+        out.append(schema.record(rec, "step_samples", len(samples), samples=samples,
+                                 sample_epochs=spec.get("sample_epochs")))
     return out
 
 

@@ -10,19 +10,15 @@ import registry
 from bench.common import codedigest
 
 from contract import runfolder
+from .. import clusters
 from ..clusters import sacct
 from ..errors import UserError
 from ..paths import REPO, cache_dir
 from contract.runfolder import RunFolder, read_json
 from contract import nodefolder
+from contract import records as schema
 
 RESULTS_FORMAT = 1  # bump when the layout of results/<run-id>/ changes incompatibly
-# a result's summary keys that become records: the step, the four phases of the breakdown
-# (analysis/tidy.py PHASES) and the calibration's wall times
-# bench/common/interference.py's figures of each process's node while the cell ran
-INTERFERENCE = ("others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait")
-SUMMARY_METRICS = ("step", "loading", "forward", "backward", "communication",
-                   "forward_wall", "backward_wall", "update_wall")
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -76,10 +72,7 @@ def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
 
 def vm_record(inventory_name):
     """Where the nodes are Vagrant VMs: provider, box, accelerator and why it was chosen."""
-    if inventory_name != "vagrant":
-        return None
-    from ..clusters import vagrant
-    return vagrant.vm_record() or None
+    return clusters.way(inventory_name).describe()
 
 
 def same_math_path(stack_name):
@@ -220,11 +213,11 @@ def build_records(path):
     for cell in manifest.get("cells", []):
         status = run.status(cell["id"])
         base = _base(manifest, cell)
-        records.append(dict(base, node=None, role=None, rank=None, metric="status",
-                            value=1.0 if status["status"] == "succeeded" else 0.0, unit="ok",
-                            status=status["status"], reason=status.get("reason", ""),
-                            warning=status.get("warning", ""),
-                            disturbed=status.get("disturbed", "")))
+        records.append(schema.record(
+            dict(base, node=None, role=None, rank=None), "status",
+            1.0 if status["status"] == "succeeded" else 0.0, status=status["status"],
+            reason=status.get("reason", ""), warning=status.get("warning", ""),
+            disturbed=status.get("disturbed", "")))
         slurm_rows = sacct.kept(path / cell["id"])
         for result_file in nodefolder.fetched_results(path / cell["id"]):
             records.extend(_process_records(base, result_file, slurm_rows))
@@ -234,10 +227,7 @@ def build_records(path):
 
 
 def _base(manifest, cell):
-    keys = ("benchmark", "network", "dataset", "system", "framework", "mode", "repeat",
-            "config_hash", "nodes", "local_batch", "epochs", "steps_per_epoch", "data",
-            "link", "link_mbit")
-    base = {k: cell.get(k) for k in keys}
+    base = {k: cell.get(k) for k in schema.CELL_KEYS}
     base.update(run_id=manifest.get("run_id"), cell_id=cell["id"],
                 stack=manifest.get("stack", {}).get("name"))
     return base
@@ -248,9 +238,9 @@ def _per_worker_records(rec, per_worker):
     for rank, summary in sorted(per_worker.items()):
         worker = dict(rec, node=summary.get("node"), role="worker", rank=int(rank),
                       timed_by="chief")
-        out += [dict(worker, metric=phase, value=summary[phase], unit="s/step")
-                for phase in SUMMARY_METRICS if summary.get(phase) is not None]
-        out += [dict(worker, metric=m, value=summary[m], unit="steps")
+        out += [schema.record(worker, phase, summary[phase])
+                for phase in schema.SUMMARY if summary.get(phase) is not None]
+        out += [schema.record(worker, m, summary[m])
                 for m in ("measured_steps", "warmup_steps") if m in summary]
     return out
 
@@ -269,12 +259,11 @@ def _profile_records(base, cell_path):
         role, _, rank = role_rank.rpartition("-")
         rec = dict(base, node=node, role=role, rank=int(rank), source=profile.get("source"))
         if profile.get("profiled_step"):  # workers; for tensorflow-async, the chief
-            out.append(dict(rec, metric="profiled_step", value=profile["profiled_step"],
-                            unit="s/step"))
+            out.append(schema.record(rec, "profiled_step", profile["profiled_step"]))
         if not steps:
             continue
-        out += [dict(rec, metric="operator", op_path=op["path"], calls=op["calls"],
-                     value=op["seconds"] / steps, unit="s/step")
+        out += [schema.record(rec, "operator", op["seconds"] / steps, op_path=op["path"],
+                              calls=op["calls"])
                 for op in profile.get("ops", [])]
     return out
 
@@ -295,34 +284,33 @@ def _process_records(base, result_file, slurm_rows):
         # the TensorFlow-async chief timed every worker's steps: records per worker
         out = _per_worker_records(rec, result["per_worker"])
     else:
-        out = [dict(rec, metric=phase, value=summary[phase], unit="s/step")
-               for phase in SUMMARY_METRICS if summary.get(phase) is not None]
-    for metric, unit in (("train_seconds", "s"), ("peak_rss_mb", "MB"),
-                         ("peak_own_rss_mb", "MB"), ("wall_step", "s/step"), ("parameters", "count"),
-                         ("startup_seconds", "s"), ("execution_seconds", "s")):
+        out = [schema.record(rec, phase, summary[phase])
+               for phase in schema.SUMMARY if summary.get(phase) is not None]
+    for metric in ("train_seconds", "peak_rss_mb", "peak_own_rss_mb", "wall_step", "parameters",
+                   "startup_seconds", "execution_seconds"):
         if result.get(metric) is not None:
-            out.append(dict(rec, metric=metric, value=result[metric], unit=unit))
+            out.append(schema.record(rec, metric, result[metric]))
     if rec.get("slurm_step") in slurm_rows:  # Slurm's own figures for the step (sacct)
         state, figures = sacct.records(slurm_rows[rec["slurm_step"]])
-        out += [dict(rec, metric=m, value=v, unit=u, source="sacct", slurm_state=state)
-                for m, v, u in figures]
+        out += [schema.record(rec, m, v, source="sacct", slurm_state=state)
+                for m, v, _ in figures]
     for metric, value in sorted((result.get("interference") or {}).items()):
-        if metric in INTERFERENCE and value is not None:  # what else ran on the node
-            out.append(dict(rec, metric=metric, value=value, unit="share"))
+        if metric in schema.INTERFERENCE and value is not None:  # what else ran on the node
+            out.append(schema.record(rec, metric, value))
     if result.get("step_samples"):  # the measured steps, for the analysis's bootstrap
-        out.append(dict(rec, metric="step_samples", value=len(result["step_samples"]),
-                        unit="steps", samples=result["step_samples"],
-                        sample_epochs=result.get("step_epochs")))
+        out.append(schema.record(rec, "step_samples", len(result["step_samples"]),
+                                 samples=result["step_samples"],
+                                 sample_epochs=result.get("step_epochs")))
     if result.get("stopped_by") not in (None, "fixed"):  # the verdict profile's stop
-        out.append(dict(rec, metric="stop_halfwidth", unit="relative",
-                        value=result.get("halfwidth"), stopped_by=result["stopped_by"]))
+        out.append(schema.record(rec, "stop_halfwidth", result.get("halfwidth"),
+                                 stopped_by=result["stopped_by"]))
     for metric in ("measured_steps", "warmup_steps"):
         if metric in summary:
-            out.append(dict(rec, metric=metric, value=summary[metric], unit="steps"))
+            out.append(schema.record(rec, metric, summary[metric]))
     # the steps the node's byte counts cover: the loop's, or the TF-async chief's closures
     # over the workers
     net_steps = result.get("net_steps") or len(result.get("steps") or [])
     if result.get("net_bytes_sent") is not None and net_steps:
-        out.append(dict(rec, metric="net_bytes_sent_per_step", unit="B",
-                        value=result["net_bytes_sent"] / net_steps))
+        out.append(schema.record(rec, "net_bytes_sent_per_step",
+                                 result["net_bytes_sent"] / net_steps))
     return out

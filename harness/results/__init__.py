@@ -1,0 +1,1 @@
+"""Collecting a run from its nodes into records, and the artifact that packs runs."""

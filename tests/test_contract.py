@@ -1,0 +1,30 @@
+"""contract/: the layouts and the record schema every part names through it."""
+import json
+
+import pytest
+
+from contract import nodefolder, records
+from tests import fixtures
+
+
+def test_a_record_takes_its_unit_from_the_schema_and_refuses_an_unknown_metric():
+    base = {"cell_id": "c", "node": "node1"}
+    assert records.record(base, "peak_rss_mb", 512.0) == dict(base, metric="peak_rss_mb",
+                                                              value=512.0, unit="MB")
+    assert records.record(base, "operator", 0.01, op_path="conv")["unit"] == "s/step"
+    with pytest.raises(KeyError, match="peak_rss_gb"):
+        records.record(base, "peak_rss_gb", 0.5)
+
+
+def test_the_fixtures_write_records_of_the_schema(tmp_path):
+    run = fixtures.write_run(tmp_path, [fixtures.cell("lenet5-cifar10", "pytorch-sync", 100.0,
+                                                      interference={"steal": 0.01})])
+    rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    assert rows and all(r["unit"] == records.METRICS[r["metric"]] for r in rows)
+    assert {r["unit"] for r in rows if r["metric"] == "steal"} == {"share"}
+
+
+def test_a_role_folder_is_under_the_run_and_the_cell():
+    assert nodefolder.role_dir("/w", "r1", "c1", "worker", 2) == "/w/runs/r1/c1/worker-2"
+    assert nodefolder.data_dir("/w", "s1") == "/w/data/s1"
+    assert nodefolder.code_dir("~/x") == "~/x/code"
