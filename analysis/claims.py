@@ -74,7 +74,7 @@ def load_reference(path=REFERENCE):
 
 def context_of(reference, testbed=None):
     """What every verdict is judged with: the tolerance, the floors, the setup's deviations."""
-    return {"tolerance": reference.get("default_tolerance", 0.25),
+    return {"tolerance": reference["default_tolerance"],
             "deviations": (testbed or {}).get("deviations", []),
             "floors": reference.get("floors", {}),
             "memory_margin": reference.get("memory_margin", 0.10)}

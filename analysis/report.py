@@ -93,9 +93,9 @@ def scaling_section(out, groups, figure):
     table = tidy.scaling_table(groups)
     table.to_csv(out / "scaling.csv", index=False)
     blocks = [("h2", "Scaling (beyond the paper)"),
-              ("p", "Each cell on the first k nodes, local batch 42 (the global batch grows "
-                    "with k). Throughput = k x 42 / step time; speedup over one node; "
-                    "efficiency = speedup / k.")]
+              ("p", "Each cell on the first k nodes, local batch %d (the global batch grows "
+                    "with k). Throughput = k x %d / step time; speedup over one node; "
+                    "efficiency = speedup / k." % ((tidy.PAPER["local_batch"],) * 2))]
     if table.speedup.notna().any():
         blocks.append(("img", figure(figures.scaling(table, out / "scaling")),
                        "Speedup and scaling efficiency"))
@@ -231,7 +231,7 @@ def claims_section(groups, bed, moved=None, profile=None, forest=None):
     return [("h2", "The paper's claims")] + shown + [
             ("p", "Paper values from `analysis/reference/paper.yml`. Every time is the "
                   "paper-scale execution time: start-up + the steady step x the paper's "
-                  "remaining steps (Table IV: 3,960 per worker), measured where a run made "
+                  "remaining steps (Table IV: %s per worker), measured where a run made "
                   "them. Intervals: 95%%; with repeats, what one more run would show (a Student t "
                   "prediction over the repeats, on the log scale); with one, a block bootstrap "
                   "over the run's steps only. Tolerance band (the package's assumption: the paper "
@@ -244,7 +244,7 @@ def claims_section(groups, bed, moved=None, profile=None, forest=None):
                   "n benchmarks), not comparable (the setup cannot support it; the value is "
                   "still shown), not measured. Direction: whether the interval lies on the "
                   "paper's side of 1 (holds), on the other (contradicted), or holds 1 "
-                  "(unclear), whatever the size. Deviations: the section above. %s." % tally)
+                  "(unclear), whatever the size. Deviations: the section above. %s." % (PAPER, tally))
             ] + [("p", n) for n in notes] + claims_table(rows, moved, stamp) + [
         ("p", claims.coverage_text())], tally
 

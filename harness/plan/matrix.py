@@ -29,8 +29,10 @@ STARTUP_BOUND = 300
 
 PROFILES = {
     # Tables III and IV of the paper.
-    "paper": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 10,
-              "steps": 396, "warmup": 10, "data": "real", "profile_steps": 20},
+    "paper": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS),
+              "epochs": registry.paper_setup()["epochs"],
+              "steps": registry.paper_setup()["steps_per_epoch"], "warmup": 10, "data": "real",
+              "profile_steps": 20},
     "quick": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 1,
               "steps": 30, "warmup": 5, "data": "synthetic", "profile_steps": 10},
     # adaptive (issue 16): per cell, two or more short epochs over a subset of each shard (the
@@ -50,7 +52,7 @@ PROFILES = {
     "smoke": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
               "steps": 12, "warmup": 2, "data": "synthetic", "profile_steps": 5},
 }
-LOCAL_BATCH = 42  # Table IV: global 126 over 3 workers
+LOCAL_BATCH = registry.paper_setup()["local_batch"]  # Table IV: global 126 over 3 workers
 
 
 @dataclass(frozen=True)
