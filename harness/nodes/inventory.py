@@ -14,6 +14,7 @@ import yaml
 
 from ..errors import UserError
 from ..paths import INVENTORIES
+from .. import clusters
 
 CONNECTIONS = ("local", "ssh", "slurm")
 HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
@@ -24,7 +25,7 @@ INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 JUMP_HOST = re.compile(r"^(?:([A-Za-z0-9._-]+)@)?([A-Za-z0-9][A-Za-z0-9.-]*)(?::(\d{1,5}))?$")
 CPU_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 PAPER_VCPUS = 4
-GENERATED = {"vagrant": "invoke provision --inventory vagrant", "netns": "invoke cluster.up"}
+GENERATED = clusters.generated()  # the inventories a way to have nodes writes itself
 
 
 @dataclass

@@ -99,7 +99,7 @@ def run(inventory_name, stack_name, profile, data=None, archive=None, check=Fals
     stack = stacks.load(stack_name)
     check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
     filled = wheels.fill(stack, frameworks, wheelhouse) if wheelhouse else None
-    clusters.prepare(inventory_name)  # the VMs up, where the inventory is Vagrant's
+    clusters.way(inventory_name).prepare()  # the VMs up, where the inventory is Vagrant's
     inv = inventory.load(inventory_name)
     counts = node_counts(nodes, len(inv.hosts))
     variables = playbook_vars(inv, stack, profile, data, archive, counts, frameworks, filled)
