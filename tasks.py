@@ -21,7 +21,7 @@ def _user_errors(function):
     """Expected problems print their cause and fix, no traceback, and exit 2."""
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
-        from harness.errors import UserError
+        from contract.errors import UserError
         try:
             return function(*args, **kwargs)
         except UserError as exc:
@@ -197,7 +197,7 @@ def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20
              frameworks=None):
     """Benchmark: each framework's loop bare and instrumented on node 1; prints the ratio."""
     from harness import commands
-    from selfcheck import overhead as oh
+    from selfcheck import overhead_check as oh
     o = _options(c, inventory=inventory, stack=stack)
     oh.run(o.inventory, o.stack, benchmark,
            commands.check_positive("steps", steps), commands.check_positive("rounds", rounds),
@@ -212,7 +212,7 @@ def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=
     """Benchmark: forward/backward from the calibration vs the profiler's operator times (the
     framework with a cross-check in registry/systems.yml)."""
     from harness import commands
-    from selfcheck import overhead as oh
+    from selfcheck import overhead_check as oh
     o = _options(c, inventory=inventory, stack=stack)
     oh.crosscheck(o.inventory, o.stack, benchmark,
                   commands.check_positive("steps", steps))
@@ -340,7 +340,7 @@ def same_math(c, inventory=None, stack=None, systems=None, results=None, plant="
               benchmark="lenet5-cifar10", floor=False):
     """Check: the five system-modes train a network for 30 steps from the same weights and
     batches; losses and weights must agree across frameworks. Exits 1 when they do not."""
-    from selfcheck import samemath
+    from selfcheck import math_check as samemath
     o = _options(c, inventory=inventory, stack=stack, results=results)
     if plant and plant not in samemath.PLANTED:
         raise Exit("error: unknown --plant %r; use one of %s"
@@ -362,7 +362,7 @@ def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks
     """Benchmark: each network against its framework's own (torchvision, Gluon model zoo,
     keras.applications) on node 1, interleaved rounds; prints the ratios (goal: within 10%)."""
     from harness import commands
-    from selfcheck import reference
+    from selfcheck import reference_check as reference
     o = _options(c, inventory=inventory, stack=stack)
     reference.run(o.inventory, o.stack, commands.check_positive("rounds", rounds),
                   commands.check_positive("steps", steps),
@@ -388,7 +388,7 @@ def explain(c, inventory=None, stack=None, profile="quick", benchmarks=None, cla
             factors=None, repeats=3, results=None, run=None):
     """Each claim's gap taken apart, one factor at a time (registry/factors.yml): runs the
     settings it needs and writes results/explain-<id>/ (table, waterfalls, sentences)."""
-    from harness import commands, explain as ladder_run
+    from harness import commands, ladder_run
     o = _options(c, inventory=inventory, stack=stack, results=results)
     found = ladder_run.run(o.inventory, o.stack, profile, o.results, benchmarks, claims,
                            factors, commands.check_positive("repeats", repeats))

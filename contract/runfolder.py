@@ -5,7 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .errors import UserError
+from contract.errors import UserError
 
 MANIFEST, STATUS, RECORDS, ATTEMPTS = "manifest.json", "status.json", "records.jsonl", ".attempts"
 STATES = ("pending", "running", "succeeded", "failed")

@@ -11,7 +11,7 @@ from .run import contention, disturbance, interrupts, launch, preflight, resume,
 from .nodes import datasets, inventory, access as nodes_mod, provision, stacks
 from .plan import estimate, matrix
 from .clusters import links, slurm_jobs
-from .errors import UserError
+from contract.errors import UserError
 from contract.runfolder import CellStatus, RunFolder
 
 

@@ -21,7 +21,7 @@ from analysis import stats, tidy
 from harness import commands
 from harness.plan import matrix
 from harness.results import collect
-from harness.errors import UserError
+from contract.errors import UserError
 from contract.runfolder import RunFolder
 
 GOAL = 0.90

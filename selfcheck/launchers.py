@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.results import collect
 from harness import commands
 from harness.clusters import emulated, slurm, slurm_jobs
-from harness.errors import UserError
+from contract.errors import UserError
 from contract.runfolder import RunFolder
 
 ROUTES = (("ssh", "netns"), ("slurm", "netns-slurm"))

@@ -21,7 +21,7 @@ from analysis import tidy
 from harness.results import collect
 from harness import commands
 from harness.plan import matrix
-from harness.errors import UserError
+from contract.errors import UserError
 from contract.runfolder import RunFolder
 
 BENCHMARK = "lenet5-cifar10"

@@ -4,7 +4,7 @@ import pytest
 
 from harness.nodes import inventory
 from harness.clusters import allocation
-from harness.errors import UserError
+from contract.errors import UserError
 
 
 @pytest.mark.parametrize("text, nodes, expected", [

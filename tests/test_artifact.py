@@ -8,7 +8,7 @@ import pytest
 from analysis import claims, report
 from tests import fixtures
 from harness.results import artifact
-from harness.errors import UserError
+from contract.errors import UserError
 
 JUNIT = """<testsuites><testsuite name="pytest">
 <testcase classname="tests.test_a" name="test_ok"/>

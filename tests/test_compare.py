@@ -8,7 +8,7 @@ import pytest
 from analysis import claims, compare
 from tests import fixtures
 from harness import commands
-from harness.errors import UserError
+from contract.errors import UserError
 
 PAPER_ERA = {"tensorflow": {"python": "3.9.2", "packages": {"tensorflow-cpu": "2.5.0"}},
              "pytorch": {"python": "3.9.2", "packages": {"torch": "1.7.1"}},

@@ -8,7 +8,7 @@ import pytest
 
 from bench.common.cifar import read_shard
 from harness.nodes import datasets
-from harness.errors import UserError
+from contract.errors import UserError
 
 
 @pytest.fixture(autouse=True)

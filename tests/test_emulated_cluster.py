@@ -18,7 +18,7 @@ from harness.run import launch
 from harness.plan import matrix
 from harness.clusters import emulated as cluster
 from selfcheck import faults
-from harness.errors import UserError
+from contract.errors import UserError
 from harness.paths import REPO
 from tests.conftest import INVOKE, invoke, provision_bench_collect
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from harness import commands
 from harness.plan import estimate, matrix
 from harness.run import progress
-from harness.errors import UserError
+from contract.errors import UserError
 
 
 def earlier_run(results, run_id, inventory="local", stack="current", started=1.0,

@@ -8,7 +8,7 @@ import pytest
 
 import registry
 from analysis import explain, report
-from harness.errors import UserError
+from contract.errors import UserError
 from harness.plan import ladder
 from tests import fixtures
 
@@ -169,7 +169,7 @@ def test_the_main_report_shows_what_moves_each_claim(tmp_path):
 
 def test_the_eta_counts_only_cells_left_to_run(tmp_path, capsys):
     from types import SimpleNamespace
-    from harness import explain as harness_explain
+    from harness import ladder_run as harness_explain
     from contract.runfolder import CellStatus, RunFolder, write_json
     cells = [SimpleNamespace(id="c%d" % r, repeat=r) for r in range(3)]
     plan = SimpleNamespace(by_stack=lambda: {"a": cells, "b": cells[:1]},

@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from harness.nodes import inventory
-from harness.errors import UserError
+from contract.errors import UserError
 
 GOOD_HOST = """
           address: 127.0.0.1

@@ -11,7 +11,7 @@ from bench.common import cellconfig
 from harness.nodes import inventory, access as nodes, stacks
 from harness.run import launch
 from harness.plan import matrix
-from harness.errors import UserError
+from contract.errors import UserError
 
 SHARDS = {"id": "cifar10-synthetic-seed0", "classes": 10, "label_bytes": 1}
 

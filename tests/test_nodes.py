@@ -4,7 +4,7 @@ import time
 import psutil
 
 from harness.nodes import inventory, access as nodes
-from harness.errors import UserError
+from contract.errors import UserError
 from harness.run import launch
 
 

@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 from harness.nodes import stacks
-from selfcheck import reference
+from selfcheck import reference_check as reference
 
 
 class Node:
@@ -44,7 +44,7 @@ def test_references_do_not_change_the_envs_name_and_none_means_nothing_to_instal
 
 
 def test_a_process_that_fails_is_a_row_that_says_why_and_the_others_are_kept(monkeypatch):
-    from harness.errors import UserError
+    from contract.errors import UserError
     def crashes(*args, **kwargs):
         raise UserError("node1: command failed (exit -11): python -m bench.common.reference\n"
                         "Segmentation fault")

@@ -3,7 +3,7 @@ run by start time."""
 import pytest
 
 from contract import runfolder
-from harness.errors import UserError
+from contract.errors import UserError
 from contract.runfolder import CellStatus, RunFolder
 
 

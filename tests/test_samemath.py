@@ -1,4 +1,4 @@
-"""The same-math check (selfcheck/samemath.py, bench/common/samemath.py): the layout
+"""The same-math check (selfcheck/math_check.py, bench/common/samemath.py): the layout
 conversions, the comparison on hand-made losses and weights, and on the local cluster the
 real check, passing as it is and failing, by name, on each planted error."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from bench.common import samemath as node_side
 from harness.nodes import inventory
-from selfcheck import samemath
+from selfcheck import math_check as samemath
 
 SYNC = ("mxnet-sync", "pytorch-sync", "tensorflow-sync")
 

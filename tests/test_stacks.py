@@ -2,7 +2,7 @@
 import pytest
 
 from harness.nodes import stacks
-from harness.errors import UserError
+from contract.errors import UserError
 
 
 def pins(stack, framework):

@@ -9,7 +9,7 @@ import pytest
 
 from harness.nodes import inventory
 from harness.clusters import vagrant
-from harness.errors import UserError
+from contract.errors import UserError
 from harness.paths import REPO
 
 SSH_CONFIG = """Host node1

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from harness.errors import UserError
+from contract.errors import UserError
 from harness.nodes import stacks, wheelhouse
 
 

@@ -1,5 +1,5 @@
 """The package's networks against the same networks as their frameworks' own libraries write
-them (`invoke reference-check`, selfcheck/reference.py): one process, the node's threads, one
+them (`invoke reference-check`, selfcheck/reference_check.py): one process, the node's threads, one
 fixed batch of local_batch images, a full SGD-momentum step (forward, backward, update) of each
 model in turn, in interleaved rounds so that a drifting machine slows both alike.
 

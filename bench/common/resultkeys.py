@@ -37,7 +37,7 @@ KEYS = {
     "stopped": "tensorflow-async: when a worker or ps was told to stop",
     "kvstore_rank": "mxnet: the process's rank in the KVStore",
     "update_in_backward": "tensorflow-sync: the update is timed inside the backward phase",
-    "math": "the same-math check's losses and weights (selfcheck/samemath.py)",
+    "math": "the same-math check's losses and weights (selfcheck/math_check.py)",
     "profile": "the operator profile's summary (bench/common/profile.py)",
 }
 

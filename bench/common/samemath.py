@@ -1,4 +1,4 @@
-"""The same-math check on a node (`invoke same-math`, selfcheck/samemath.py): every framework
+"""The same-math check on a node (`invoke same-math`, selfcheck/math_check.py): every framework
 starts from one set of initial weights and reads its shard in one recorded order, so that step
 k of every system-mode computes on the same weights and images, and its losses and final
 weights can be compared number for number.

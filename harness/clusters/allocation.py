@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 
-from ..errors import UserError
+from contract.errors import UserError
 
 ALLOCATION_FIX = ("run inside an allocation: `salloc -N3 --cpus-per-task=4` (then `invoke "
                   "bench --inventory slurm` in its shell), or an sbatch script")

@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import INVENTORIES, cache_dir
 from . import slurm
 

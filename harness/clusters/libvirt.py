@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import cache_dir
 
 URI = "qemu:///system"

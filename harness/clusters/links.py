@@ -1,7 +1,7 @@
 """`invoke bench --network 50mbit,1gbit`: cells run at each link setting of the emulated
 cluster, the links reshaped between settings; every record says its setting."""
 from . import emulated as cluster
-from ..errors import UserError
+from contract.errors import UserError
 
 _current = {"mbit": None}
 

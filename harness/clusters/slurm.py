@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..errors import UserError
+from contract.errors import UserError
 from . import slurmdbd
 
 DAEMONS = {"munged": "/usr/sbin/munged", "slurmctld": "/usr/sbin/slurmctld",

@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import REPO
 
 QUEUE_POLL_SECONDS = 5.0

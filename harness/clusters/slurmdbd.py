@@ -8,7 +8,7 @@ import socket
 import subprocess
 import time
 
-from ..errors import UserError
+from contract.errors import UserError
 
 PROGRAMS = {"mariadbd": "/usr/sbin/mariadbd", "mariadb-install-db": "/usr/bin/mariadb-install-db",
             "mariadb": "/usr/bin/mariadb", "slurmdbd": "/usr/sbin/slurmdbd",

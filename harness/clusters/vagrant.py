@@ -21,7 +21,7 @@ import time
 import yaml
 
 from . import libvirt, vmbox
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import INVENTORIES, REPO
 
 INVENTORY = INVENTORIES / "vagrant.yml"

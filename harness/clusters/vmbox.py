@@ -20,7 +20,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import cache_dir
 
 RECIPE = {

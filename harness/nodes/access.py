@@ -15,7 +15,7 @@ from pathlib import Path
 
 import invoke
 
-from ..errors import UserError
+from contract.errors import UserError
 from contract import nodefolder
 
 STATE = "ps -o stat= -p %d"  # a process's state; empty when it is gone

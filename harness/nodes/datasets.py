@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import cache_dir
 
 PIXELS = 3072

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import INVENTORIES
 from .. import clusters
 

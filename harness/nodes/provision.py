@@ -13,7 +13,7 @@ import time
 from .. import clusters
 from . import datasets, inventory, stacks, wheelhouse as wheels
 from ..plan import matrix
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import BENCH, PLAYBOOKS, REPO, cache_dir
 import registry
 

@@ -9,7 +9,7 @@ import yaml
 
 import registry
 
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import STACKS
 
 CONDA_ENVS = STACKS / "conda"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import UserError
+from contract.errors import UserError
 
 # The manylinux tags a Linux x86_64 node with glibc 2.17 or newer may install (pip takes the
 # platforms listed, not the older ones they imply). A node with an older glibc refuses the

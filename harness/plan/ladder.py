@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import registry
 
 from . import matrix
-from ..errors import UserError
+from contract.errors import UserError
 
 
 @dataclass(frozen=True)

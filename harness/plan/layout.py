@@ -2,7 +2,7 @@
 ports each role uses, as offsets from the node's `base_port`; both from registry/systems.yml."""
 import registry
 
-from ..errors import UserError
+from contract.errors import UserError
 
 PORTS = registry.ports()
 

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, replace
 
 import registry
 
-from ..errors import UserError
+from contract.errors import UserError
 
 # Table III: benchmark -> (network, dataset)
 BENCHMARKS = {
@@ -44,7 +44,7 @@ PROFILES = {
     "verdict": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 2,
                 "steps": 20, "warmup": 5, "data": "real", "profile_steps": 10,
                 "precision": 0.02, "max_epochs": 2, "repeats": 3},
-    # the same-math check (selfcheck/samemath.py): 30 steps from one set of weights and one
+    # the same-math check (selfcheck/math_check.py): 30 steps from one set of weights and one
     # batch order in every system-mode; losses and final weights compared, no timing
     "math": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
              "steps": 30, "warmup": 2, "data": "synthetic", "profile_steps": 0, "math": True},
@@ -76,7 +76,7 @@ class Cell:
     # and `max_epochs` epochs, each over the first steps_per_epoch x local_batch images
     precision: float = 0.0  # 0: exactly epochs x steps_per_epoch steps
     max_epochs: int = 0
-    # the same-math check (selfcheck/samemath.py): canonical weights and batch order, losses and
+    # the same-math check (selfcheck/math_check.py): canonical weights and batch order, losses and
     # final weights kept; planted: an error put in on purpose, which the check must catch
     math: bool = False
     planted: str = ""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import collect
 from contract.runfolder import RunFolder
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import REPO
 
 JUNIT = REPO / "results" / "tests" / "junit.xml"  # written by `make test`

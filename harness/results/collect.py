@@ -12,7 +12,7 @@ from bench.common import codedigest
 from contract import runfolder
 from .. import clusters
 from ..clusters import sacct
-from ..errors import UserError
+from contract.errors import UserError
 from ..paths import REPO, cache_dir
 from contract.runfolder import RunFolder, read_json
 from contract import nodefolder

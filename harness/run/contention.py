@@ -27,7 +27,7 @@ import shlex
 import threading
 import time
 
-from ..errors import UserError
+from contract.errors import UserError
 from ..plan import estimate
 from ..paths import BENCH, cache_dir
 

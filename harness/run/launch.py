@@ -14,7 +14,7 @@ from . import interrupts, stall
 from ..plan import layout
 from ..nodes import access as nodes_mod
 from ..nodes.datasets import full_name, shard_name
-from ..errors import UserError
+from contract.errors import UserError
 from ..plan.matrix import SYSTEMS
 from ..paths import BENCH
 from .progress import CellProgress
@@ -137,7 +137,7 @@ def prepare(cell, run_id, nodes, stack, shards, lease=LEASE_SECONDS):
 
 def init_checksum(cell, classes):
     """The same-math check: the checksum of the initial weights the controller wrote
-    (selfcheck/samemath.py), which every trainer rebuilds and checks; "" otherwise."""
+    (selfcheck/math_check.py), which every trainer rebuilds and checks; "" otherwise."""
     if not cell.math:
         return ""
     from bench.common import samemath

@@ -14,7 +14,7 @@ from bench.common import codedigest
 from . import mesh
 from ..nodes import datasets
 from ..plan import layout
-from ..errors import UserError
+from contract.errors import UserError
 from contract import nodefolder
 
 MIN_FREE_MB = 1024  # results of one cell are a few MB; a nearly full disk fails mid-run

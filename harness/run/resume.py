@@ -9,7 +9,7 @@ from dataclasses import fields
 
 from ..results import collect
 from . import launch
-from ..errors import UserError
+from contract.errors import UserError
 from ..plan.matrix import Cell
 from contract.runfolder import RunFolder
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import commands
-from .errors import UserError
+from contract.errors import UserError
 from .nodes import access, inventory, stacks
 from .plan import ladder
 from .results import collect

@@ -9,10 +9,10 @@ import shlex
 
 import registry
 
-from harness.errors import UserError
+from contract.errors import UserError
 from harness.nodes import inventory, access as nodes_mod, stacks
 from harness.plan import matrix
-from selfcheck.overhead import FRAMEWORK_SYSTEM, run_module
+from selfcheck.overhead_check import FRAMEWORK_SYSTEM, run_module
 
 GOAL = 0.10
 NETWORK_BENCHMARK = {"resnet18": "resnet18-cifar10", "resnet50": "resnet50-cifar10",

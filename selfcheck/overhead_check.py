@@ -11,7 +11,7 @@ from harness.nodes import inventory, access as nodes_mod, stacks
 from harness.run import launch, preflight
 from harness.plan import matrix
 from harness.commands import shard_index
-from harness.errors import UserError
+from contract.errors import UserError
 
 # one synchronous system-mode per framework: its trainer's local_loop is what runs
 FRAMEWORK_SYSTEM = {framework: next(name for name, e in registry.systems().items()
