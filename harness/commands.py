@@ -10,41 +10,28 @@ from .results import collect
 from .run import contention, disturbance, interrupts, launch, preflight, resume, stall
 from .nodes import datasets, inventory, access as nodes_mod, provision, stacks
 from .plan import estimate, matrix
+from .plan.options import BenchOptions
 from .clusters import links, slurm_jobs
 from contract.errors import UserError
 from contract.runfolder import CellStatus, RunFolder
 
 
-def bench(inventory_name, stack_name, profile, results, run_id=None, dry_run=False,
-          benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
-          repeats=None, network=None, node_counts=None, fail_fast=False, retry_failed=False,
-          force=False, profile_steps=None, max_hours=None, partition=None, sbatch=False,
-          submit=False, planted="", environment=None, threads=0, round_=None, cells=None):
-    """partition, sbatch, submit: --inventory slurm from outside an allocation
-    (harness/clusters/slurm_jobs.py); planted: the same-math check's planted error;
-    environment, threads: a factor's level (invoke explain: framework -> "NAME=value;...");
-    round_: run only the cells of that repeat (explain interleaves runs round by round);
-    cells: a new run's cells, planned by the caller (explain) instead of from the options."""
-    options = {"benchmarks": benchmarks, "systems": systems, "epochs": epochs, "steps": steps,
-               "data": data, "timeout": timeout, "repeats": repeats, "network": network,
-               "nodes": node_counts, "profile_steps": profile_steps, "planted": planted,
-               "environment": environment, "threads": threads, "round": round_,
-               "cells": cells}
+def bench(inventory_name, stack_name, profile, results, run_id=None, partition=None,
+          sbatch=False, submit=False, **given):
+    """given: the options of harness/plan/options.py BenchOptions, by name. partition, sbatch,
+    submit: --inventory slurm from outside an allocation (harness/clusters/slurm_jobs.py)."""
+    options = BenchOptions.given(**given)
     if sbatch or submit or (partition and not os.environ.get("SLURM_JOB_ID")):
-        slurm = SlurmRequest(inventory_name, stack_name, profile, results, run_id, options,
-                             {"fail_fast": fail_fast, "retry_failed": retry_failed,
-                              "force": force})
+        slurm = SlurmRequest(inventory_name, stack_name, profile, results, run_id, options)
         if sbatch or submit:
             return slurm.write_batch(partition, submit)
         with slurm_jobs.allocated(partition, *slurm.size()):
             return _bench_on(inventory_name, stack_name, profile, results, slurm.run_id,
-                             dry_run, options, fail_fast, retry_failed, force, max_hours)
-    return _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, options,
-                     fail_fast, retry_failed, force, max_hours)
+                             options)
+    return _bench_on(inventory_name, stack_name, profile, results, run_id, options)
 
 
-def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, options,
-              fail_fast, retry_failed, force, max_hours):
+def _bench_on(inventory_name, stack_name, profile, results, run_id, options):
     """bench on the inventory's nodes (for --inventory slurm: the allocation's)."""
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
@@ -53,21 +40,21 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, opt
     resuming = path is not None and RunFolder(path).exists()  # a dry run shows the resume
     run_id = run_id or collect.new_run_id()
     if resuming:
-        cells, todo = resume.plan(path, options, retry_failed, force)
+        cells, todo = resume.plan(path, options)
     else:
-        networks = links.check(inv, options["network"])
-        options = dict(options, order_seed=zlib.crc32(run_id.encode()))  # in the manifest
-        cells = options.get("cells") or plan_cells(profile, len(inv.hosts), options, networks)
+        networks = links.check(inv, options.network)
+        options.order_seed = zlib.crc32(run_id.encode())  # in the manifest
+        cells = options.cells or plan_cells(profile, len(inv.hosts), options, networks)
         todo = cells
-    if options.get("round") is not None:
-        todo = [cell for cell in todo if cell.repeat == options["round"]]
+    if options.round is not None:
+        todo = [cell for cell in todo if cell.repeat == options.round]
     basis = estimate.history(results, inv.name, stack.name)
     # before this run's probe, the newest probe of the same nodes gives the prior
     expected = estimate.plan_seconds(todo, basis, todo and contention.last_measured(
         *probe_nodes(nodes, stack, todo)))
-    if dry_run:
+    if options.dry_run:
         return _dry_run(todo, run_id, nodes, stack, expected)
-    _check_limit(expected, max_hours)
+    _check_limit(expected, options.max_hours)
     path = Path(results) / run_id
     if not todo:
         print("run %s: nothing left to run (--retry-failed or --force run cells again)" % run_id)
@@ -82,21 +69,19 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, dry_run, opt
     probe = probe_contention(path, nodes, stack, todo)
     expected = estimate.plan_seconds(todo, basis, probe)  # a cell never run: a prior
     print(estimate.summary(*expected), flush=True)
-    return _run_cells(path, run_id, todo, nodes, stack, options["timeout"], fail_fast,
+    return _run_cells(path, run_id, todo, nodes, stack, options.timeout, options.fail_fast,
                       expected[0], basis, probe)
 
 
 def plan_cells(profile, hosts, options, networks=None):
     """The cells of a new run on `hosts` nodes, from bench's options."""
-    return matrix.plan(profile, hosts, benchmarks=options["benchmarks"],
-                       systems=options["systems"], epochs=options["epochs"],
-                       steps=options["steps"], data=options["data"],
-                       repeats=options["repeats"], networks=networks,
-                       order_seed=options.get("order_seed"),
-                       node_counts=provision.node_counts(options["nodes"], hosts),
-                       profile_steps=options["profile_steps"],
-                       planted=options.get("planted"), environment=options.get("environment"),
-                       threads=options.get("threads") or 0)
+    return matrix.plan(profile, hosts, benchmarks=options.benchmarks, systems=options.systems,
+                       epochs=options.epochs, steps=options.steps, data=options.data,
+                       repeats=options.repeats, networks=networks,
+                       order_seed=options.order_seed,
+                       node_counts=provision.node_counts(options.nodes, hosts),
+                       profile_steps=options.profile_steps, planted=options.planted,
+                       environment=options.environment, threads=options.threads or 0)
 
 
 CRASH = re.compile(r"exited with (134|139)\b")  # 128 + SIGABRT, 128 + SIGSEGV
@@ -106,9 +91,9 @@ class SlurmRequest:
     """A plan to run through Slurm from outside an allocation: how many nodes and how long to
     ask for, and the batch script that runs it."""
 
-    def __init__(self, inventory_name, stack_name, profile, results, run_id, options, flags):
+    def __init__(self, inventory_name, stack_name, profile, results, run_id, options):
         self.inventory_name, self.stack_name, self.profile = inventory_name, stack_name, profile
-        self.results, self.options, self.flags = Path(results), options, flags
+        self.results, self.options = Path(results), options
         self.run_id = run_id or collect.new_run_id()
         self.path = self.results / self.run_id
 
@@ -116,25 +101,19 @@ class SlurmRequest:
         """(nodes, minutes): the plan's largest node count (the paper's 3 by default), and
         its expected time x 1.5 + 10 min, counting a cell with no estimate at its timeout."""
         if RunFolder(self.path).exists():
-            cells, todo = resume.plan(self.path, self.options, self.flags["retry_failed"],
-                                      self.flags["force"])
+            cells, todo = resume.plan(self.path, self.options)
         else:
-            counts = self.options["nodes"]
+            counts = self.options.nodes
             most = max(int(k) for k in str(counts).split(",")) if counts else 3
             todo = cells = plan_cells(self.profile, most, self.options)
         rows, _ = estimate.plan_seconds(todo, estimate.history(
             self.results, self.inventory_name, self.stack_name))
         return max(c.nodes for c in cells), slurm_jobs.time_limit_minutes(rows)
 
-    def bench_args(self, selecting):
-        args = ["--inventory", self.inventory_name, "--stack", self.stack_name,
-                "--profile", self.profile, "--results", str(self.results.resolve())]
-        for name, value in self.options.items():
-            if value in (None, "", False) or name == "order_seed" or \
-                    (name in resume.SELECTING + ("repeats",) and not selecting):
-                continue
-            args += ["--" + name.replace("_", "-"), str(value)]
-        return args + ["--" + k.replace("_", "-") for k, v in self.flags.items() if v]
+    def bench_args(self, choosing):
+        return ["--inventory", self.inventory_name, "--stack", self.stack_name,
+                "--profile", self.profile, "--results", str(self.results.resolve())] + \
+            self.options.command_line(choosing)
 
     def write_batch(self, partition, submit):
         nodes, minutes = self.size()
@@ -192,8 +171,7 @@ def probe_nodes(nodes, stack, cells):
 
 def _start_run(path, inv, stack, profile, cells, options):
     path.mkdir(parents=True, exist_ok=True)
-    options = {k: v for k, v in options.items() if k != "cells"}  # the manifest lists them
-    collect.start_manifest(path, inv, stack, profile, cells, options,
+    collect.start_manifest(path, inv, stack, profile, cells, options.manifest(),
                            link_mbit=links.link_mbits(inv, cells))
     print("run %s: %d cell(s) -> %s" % (path.name, len(cells), path), flush=True)
     for cell in cells:

@@ -77,11 +77,10 @@ def test_the_time_limit_is_the_plans_estimate_with_a_margin_and_timeouts_for_the
 
 def test_the_batch_script_starts_the_run_once_and_resumes_it_after(tmp_path):
     from harness import commands
+    from harness.plan.options import BenchOptions
     request = commands.SlurmRequest(
         "slurm", "current", "smoke", tmp_path, "batch1",
-        {"benchmarks": None, "systems": "pytorch-sync", "epochs": None, "steps": None,
-         "data": None, "timeout": 300, "repeats": 1, "network": None, "nodes": None,
-         "profile_steps": None}, {"fail_fast": True, "retry_failed": False, "force": False})
+        BenchOptions(systems="pytorch-sync", timeout=300, repeats=1, fail_fast=True))
     assert request.size()[0] == 3
     script = request.write_batch("short", submit=False)["script"].read_text()
     assert "#SBATCH --nodes=3\n" in script and "#SBATCH --partition=short\n" in script

@@ -85,3 +85,22 @@ def test_collect_keeps_each_nodes_cpu_as_the_runs_processes_read_it(tmp_path):
     (tmp_path / "cell-b" / "node3" / "worker-0" / "result.json").write_text("{broken")
     assert collect.cpus_seen(collect.results_of(tmp_path)) == {"node1": {"model": "AMD EPYC 7B13", "isa": []},
                                            "node2": {"model": "Intel(R) Xeon(R)", "isa": []}}
+
+
+def test_bench_options_keep_the_manifest_and_the_resume_rules():
+    from harness.plan.options import BenchOptions
+    options = BenchOptions.given(systems="pytorch-sync", node_counts="1,2", round_=0,
+                                 fail_fast=True)
+    assert (options.nodes, options.round) == ("1,2", 0)
+    manifest = options.manifest()
+    assert "fail_fast" not in manifest and "cells" not in manifest
+    assert manifest["systems"] == "pytorch-sync" and manifest["threads"] == 0
+    assert options.chosen() == ["systems", "nodes"]
+    # --profile-steps 0 chooses cells too: a resumed run refuses it
+    assert BenchOptions(profile_steps=0).chosen() == ["profile_steps"]
+    assert BenchOptions(repeats=3).chosen() == ["repeats"] and BenchOptions().chosen() == []
+    with pytest.raises(TypeError, match="no option colour"):
+        BenchOptions.given(colour="red")
+    assert options.command_line(False) == ["--fail-fast"]
+    assert options.command_line(True) == ["--systems", "pytorch-sync", "--nodes", "1,2",
+                                          "--fail-fast"]

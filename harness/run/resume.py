@@ -13,21 +13,13 @@ from contract.errors import UserError
 from ..plan.matrix import Cell
 from contract.runfolder import RunFolder
 
-# options that choose cells: a resumed run's cells come from its manifest instead
-SELECTING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "nodes",
-             "profile_steps")
 
-
-def plan(path, options, retry_failed=False, force=False):
-    """(every cell of the run, the cells to run now)."""
+def plan(path, options):
+    """(every cell of the run, the cells to run now); options: BenchOptions, whose
+    cell-choosing ones a resumed run refuses (its cells come from its manifest)."""
     collect.check_format(path)
-    given = [k for k in SELECTING if options.get(k) not in (None, "") and options[k] is not False]
-    if (options.get("repeats") or 1) > 1:
-        given.append("repeats")
-    if given:
-        raise UserError("run %s exists and its cells come from its manifest: --%s would "
-                        "plan others" % (path.name, ", --".join(given)),
-                        "leave them out to resume it, or start a new run (no --run)")
+    options.refuse_choosing(path.name)
+    retry_failed, force = options.retry_failed, options.force
     run = RunFolder(path)
     cells = [cell_from(settings) for settings in run.manifest().get("cells", [])]
     todo, kept, disturbed = [], Counter(), 0
