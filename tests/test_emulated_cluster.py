@@ -73,7 +73,9 @@ def test_five_system_modes_over_ssh(netns, tmp_path):
     run, records = records_of(tmp_path)
     status = {r["system"]: r["status"] for r in records if r["metric"] == "status"}
     assert status == {s: "succeeded" for s in status} and len(status) == 5, status
-    for result in run.glob("*/*/*/result.json"):
+    results = list(run.glob("*/*/*/result.json"))
+    assert len(results) >= 5 * 3  # every system-mode's processes on three hosts
+    for result in results:
         config = json.loads(result.read_text())["config"]
         assert config["address"].startswith(cluster.SUBNET + ".")
         assert config["interface"] == "eth0"

@@ -254,7 +254,7 @@ def test_a_claims_ratio_at_each_release_and_the_release_where_it_moved_most(tmp_
     assert row["interaction"] == pytest.approx(1.0)  # the rungs chain
 
 
-def test_a_two_level_factor_draws_no_ladder(tmp_path):
+def test_a_two_level_factor_draws_no_ladder():
     base, end, rungs = two_factor_plan()
     plan = type("Plan", (), {"factors": TWO, "base": base})
     assert explain.ladders(plan, CLAIM, {}, []) == {}

@@ -174,7 +174,7 @@ def test_hostile_paths_cannot_inject_commands(tmp_path, system):
     assert [p for p in tmp_path.rglob("INJECTED*")] == []
 
 
-def test_a_node_with_cpus_of_its_own_runs_every_role_there(tmp_path):
+def test_a_node_with_cpus_of_its_own_runs_every_role_there():
     """The rendered script pins itself (and so the trainer it starts) to the node's CPUs:
     run its lines up to the trainer, then read the shell's allowed CPUs."""
     inv = inventory.load("local-shared")

@@ -128,7 +128,9 @@ def test_memory_log_and_no_stray_processes(smoke_run):
         for proc in status["processes"]:
             assert not psutil.pid_exists(proc["pid"]) or \
                 psutil.Process(proc["pid"]).status() == psutil.STATUS_ZOMBIE
-        for memory in cell_dir.glob("*/*/memory.csv"):
+        logs = list(cell_dir.glob("*/*/memory.csv"))
+        assert len(logs) == len(status["processes"]), cell_dir  # one per process, none lost
+        for memory in logs:
             rows = memory.read_text().splitlines()
             assert rows[0].startswith("time,elapsed_s,rss_mb")
             assert len(rows) >= 3, memory
