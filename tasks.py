@@ -340,13 +340,13 @@ def same_math(c, inventory=None, stack=None, systems=None, results=None, plant="
               benchmark="lenet5-cifar10", floor=False):
     """Check: the five system-modes train a network for 30 steps from the same weights and
     batches; losses and weights must agree across frameworks. Exits 1 when they do not."""
-    from selfcheck import math_check as samemath
+    from selfcheck import math_check
     o = _options(c, inventory=inventory, stack=stack, results=results)
-    if plant and plant not in samemath.PLANTED:
+    if plant and plant not in math_check.PLANTED:
         raise Exit("error: unknown --plant %r; use one of %s"
-                   % (plant, ", ".join(samemath.PLANTED)), code=2)
-    found = samemath.run(o.inventory, o.stack, o.results, benchmark=benchmark, systems=systems,
-                         planted=plant, floor=True if floor else None)
+                   % (plant, ", ".join(math_check.PLANTED)), code=2)
+    found = math_check.run(o.inventory, o.stack, o.results, benchmark=benchmark,
+                           systems=systems, planted=plant, floor=True if floor else None)
     if not found["ok"]:
         raise Exit("same-math: the frameworks' arithmetic differs (above)", code=1)
 
@@ -362,9 +362,9 @@ def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks
     """Benchmark: each network against its framework's own (torchvision, Gluon model zoo,
     keras.applications) on node 1, interleaved rounds; prints the ratios (goal: within 10%)."""
     from harness import commands
-    from selfcheck import reference_check as reference
+    from selfcheck import reference_check
     o = _options(c, inventory=inventory, stack=stack)
-    reference.run(o.inventory, o.stack, commands.check_positive("rounds", rounds),
+    reference_check.run(o.inventory, o.stack, commands.check_positive("rounds", rounds),
                   commands.check_positive("steps", steps),
                   frameworks.split(",") if frameworks else None,
                   networks.split(",") if networks else None)

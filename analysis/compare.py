@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from contract import runfolder
+
 from . import claims, figures, operators, render, stats, testbed, tidy
 
 
@@ -47,8 +49,8 @@ def build(run_a, run_b, out=None, quiet=False):
 def load(run_path):
     """A run's manifest, setup, groups (the paper's network setting), operator table, claims."""
     run_path = Path(run_path)
-    manifest = json.loads((run_path / "manifest.json").read_text())
-    found = evaluate(tidy.load_records(run_path / "records.jsonl"), manifest)
+    manifest = json.loads((run_path / runfolder.MANIFEST).read_text())
+    found = evaluate(tidy.load_records(run_path / runfolder.RECORDS), manifest)
     return dict(found, path=run_path, run_id=manifest.get("run_id") or run_path.name,
                 label=(manifest.get("stack") or {}).get("name") or run_path.name,
                 manifest=manifest)

@@ -17,6 +17,8 @@ import pandas as pd
 
 import registry
 
+from contract import runfolder
+
 from . import claims, compare, figures, render, setup_text, stats, testbed, tidy
 
 FILE = "explain.json"
@@ -140,8 +142,8 @@ def build(plan, runs, out, quiet=False):
         stack, cells = plan.cells_of(setting)
         run_path = Path(runs) / plan.run_id(stack)
         if stack not in loaded:
-            manifest = json.loads((run_path / "manifest.json").read_text())
-            loaded[stack] = (tidy.load_records(run_path / "records.jsonl"), manifest)
+            manifest = json.loads((run_path / runfolder.MANIFEST).read_text())
+            loaded[stack] = (tidy.load_records(run_path / runfolder.RECORDS), manifest)
             beds[stack] = testbed.describe(manifest)
         records, manifest = loaded[stack]
         ids = {c.id for c in cells}

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import registry
 
+from contract import runfolder
+
 from . import (claims, consistency, explain, figures, memory, network, operators, render,
                setup_text, testbed, tidy)
 
@@ -21,8 +23,8 @@ def build(run_path, quiet=False, out=None):
     run_path = Path(run_path)
     out = Path(out) if out else run_path / "analysis"
     out.mkdir(exist_ok=True)
-    manifest = json.loads((run_path / "manifest.json").read_text())
-    records = tidy.load_records(run_path / "records.jsonl")
+    manifest = json.loads((run_path / runfolder.MANIFEST).read_text())
+    records = tidy.load_records(run_path / runfolder.RECORDS)
     cells = tidy.cell_table(records)
     groups = tidy.group_table(cells)
     records.to_csv(out / "records.csv", index=False)

@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 from harness.nodes import stacks
-from selfcheck import reference_check as reference
+from selfcheck import reference_check
 
 
 class Node:
@@ -23,7 +23,7 @@ def test_references_go_to_a_folder_of_their_own_and_leave_the_env_as_provisioned
     env = stack.env("pytorch")
     assert env.references == ["torchvision==0.8.2", "pillow==8.4.0"]
     node = Node()
-    folder = reference.references(node, stack, "pytorch")
+    folder = reference_check.references(node, stack, "pytorch")
     assert folder.startswith("/w/references/%s-" % env.dirname)
     (command,) = node.commands
     assert "%s -m pip install -q --no-deps --target %s torchvision==0.8.2 pillow==8.4.0" % (
@@ -40,7 +40,7 @@ def test_references_do_not_change_the_envs_name_and_none_means_nothing_to_instal
     path.write_text(text + "    references: [torchvision==0.29.2]\n")
     assert stacks.load(str(path)).env("pytorch").dirname == plain.env("pytorch").dirname
     node = Node()
-    assert reference.references(node, plain, "pytorch") is None and node.commands == []
+    assert reference_check.references(node, plain, "pytorch") is None and node.commands == []
 
 
 def test_a_process_that_fails_is_a_row_that_says_why_and_the_others_are_kept(monkeypatch):
@@ -48,14 +48,15 @@ def test_a_process_that_fails_is_a_row_that_says_why_and_the_others_are_kept(mon
     def crashes(*args, **kwargs):
         raise UserError("node1: command failed (exit -11): python -m bench.common.reference\n"
                         "Segmentation fault")
-    monkeypatch.setattr(reference, "run_module", crashes)
-    monkeypatch.setattr(reference, "references", lambda *a: None)
+    monkeypatch.setattr(reference_check, "run_module", crashes)
+    monkeypatch.setattr(reference_check, "references", lambda *a: None)
     cell = SimpleNamespace(network="resnet18")
-    row = dict(reference.measure(cell, [Node()], None, "pytorch", 6, 5), stack="paper-py39")
+    row = dict(reference_check.measure(cell, [Node()], None, "pytorch", 6, 5),
+               stack="paper-py39")
     assert row["missing"] == "failed: Segmentation fault"
     ok = {"stack": "paper-py39", "framework": "mxnet", "network": "resnet18",
           "reference": "gluon", "median": {"package": 0.3, "reference": 0.3},
           "ratio": {"median": 1.0, "low": 0.99, "high": 1.01}}
-    lines = reference.table([ok, row])
+    lines = reference_check.table([ok, row])
     assert "| paper-py39 | pytorch | resnet18 | - | - | - | - | none: failed: Segmentation " \
         "fault |" in lines and any("| 1.000 (0.990-1.010) | yes |" in l for l in lines)

@@ -1,4 +1,4 @@
-"""The run folder (harness/results/runfolder.py): typed cell status, attempts kept aside, the newest
+"""The run folder (contract/runfolder.py): typed cell status, attempts kept aside, the newest
 run by start time."""
 import pytest
 

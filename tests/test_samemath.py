@@ -6,7 +6,7 @@ import pytest
 
 from bench.common import samemath as node_side
 from harness.nodes import inventory
-from selfcheck import math_check as samemath
+from selfcheck import math_check
 
 SYNC = ("mxnet-sync", "pytorch-sync", "tensorflow-sync")
 
@@ -55,11 +55,11 @@ def test_the_initial_weights_are_seeded_and_checked():
 def test_agreeing_frameworks_pass_and_the_async_curve_is_placed():
     runs = {name: entry("sync", {0: curve(), 1: curve(rate=0.96)}) for name in SYNC}
     runs["mxnet-async"] = entry("async", {0: curve(rate=0.98), 1: curve(rate=0.98)})
-    found = samemath.compare(runs)
+    found = math_check.compare(runs)
     assert found["ok"] and not found["parted"] and len(found["sync"]) == 3
     (row,) = found["asynchronous"]
     assert row["falls"] and row["from_sync"] > 0  # slower than the synchronous curve
-    assert "passed" in samemath.table(found)[0]
+    assert "passed" in math_check.table(found)[0]
 
 
 def test_one_framework_that_parts_is_named_with_its_first_step_and_layer():
@@ -67,7 +67,7 @@ def test_one_framework_that_parts_is_named_with_its_first_step_and_layer():
     final = weights(0.5)
     final["conv2.weight"] = final["conv2.weight"] * 1.01
     runs["pytorch-sync"] = entry("sync", {0: curve(), 1: curve(bend=3)}, final=final)
-    found = samemath.compare(runs)
+    found = math_check.compare(runs)
     assert not found["ok"]
     assert found["parted"] == [{"system": "pytorch-sync", "step": 3, "layer": "conv2.weight",
                                 "what": "parts from mxnet-sync and tensorflow-sync"}]
@@ -78,7 +78,7 @@ def test_weights_loaded_wrong_are_named_before_any_step():
     loaded = weights()
     loaded["fc3.weight"] = loaded["fc3.weight"].T.reshape(10, 84)
     runs["tensorflow-sync"]["loaded"] = {0: loaded}
-    found = samemath.compare(runs)
+    found = math_check.compare(runs)
     assert not found["ok"]
     assert {"system": "tensorflow-sync", "step": 0, "layer": "fc3.weight",
             "what": "its weights before the first step are not the controller's"} \
@@ -88,7 +88,7 @@ def test_weights_loaded_wrong_are_named_before_any_step():
 def test_an_async_loss_that_does_not_fall_fails():
     runs = {name: entry("sync", {0: curve()}) for name in SYNC}
     runs["tensorflow-async"] = entry("async", {0: [2.3] * 60})
-    found = samemath.compare(runs)
+    found = math_check.compare(runs)
     assert not found["ok"] and not found["asynchronous"][0]["falls"]
 
 
@@ -103,16 +103,16 @@ def test_an_async_loss_that_falls_with_a_spike_at_its_end_falls():
              3.74, 3.29, 2.20, 1.72]
     runs = {name: entry("sync", {0: curve()}) for name in SYNC}
     runs["tensorflow-async"] = entry("async", {0: spiky})
-    (row,) = samemath.compare(runs)["asynchronous"]
+    (row,) = math_check.compare(runs)["asynchronous"]
     assert row["first"] == pytest.approx(2.506) and row["last"] == pytest.approx(2.682)
     assert row["second_half"] == pytest.approx(1.3417, abs=1e-3) and row["falls"]
     # a slow fall that only its last steps show (LeNet-5's in 30 steps) falls too
     runs["tensorflow-async"] = entry("async", {0: [2.3] * 15 + [2.2] * 10 + [1.95] * 5})
-    (row,) = samemath.compare(runs)["asynchronous"]
+    (row,) = math_check.compare(runs)["asynchronous"]
     assert row["second_half"] > 0.9 * row["first"] and row["falls"]
     # a curve that rises in its second half still does not fall
     runs["tensorflow-async"] = entry("async", {0: spiky[:30] + [2.6] * 30})
-    assert not samemath.compare(runs)["asynchronous"][0]["falls"]
+    assert not math_check.compare(runs)["asynchronous"][0]["falls"]
 
 
 def growing(values, offset=1e-7, growth=10.0):
@@ -130,20 +130,20 @@ def test_the_noise_floor_lets_the_tolerance_grow_with_rounding_and_no_further():
     own = {"mxnet-sync": base, "pytorch-sync": growing(base),
            "tensorflow-sync": growing(base, offset=1.5e-7)}
     runs = {name: entry("sync", {0: values}) for name, values in own.items()}
-    alone = samemath.compare(runs)
+    alone = math_check.compare(runs)
     assert not alone["ok"] and min(p["step"] for p in alone["parted"]) == 4
     floor_runs = {name: entry("sync", {0: growing(values, offset=3e-8)})
                   for name, values in own.items()}
-    noise = samemath.noise_floor(runs, floor_runs)
+    noise = math_check.noise_floor(runs, floor_runs)
     assert noise["per_step"][0] == pytest.approx(3e-8, rel=1e-3)
     assert noise["per_step"][3] == pytest.approx(3e-5, rel=1e-3)
-    found = samemath.compare(runs, noise)
+    found = math_check.compare(runs, noise)
     assert found["ok"], found["parted"]
-    assert "Noise floor" in "\n".join(samemath.table(found))
+    assert "Noise floor" in "\n".join(math_check.table(found))
     # 1e-7 x 30**k against max(1e-4, 10 x 3e-8 x 10**k): 9e-5 at step 3 passes, 2.7e-3 at
     # step 4 (against 3e-4) does not
     runs["tensorflow-sync"] = entry("sync", {0: growing(base, growth=30.0)})
-    found = samemath.compare(runs, noise)
+    found = math_check.compare(runs, noise)
     assert not found["ok"]
     assert found["parted"][0]["system"] == "tensorflow-sync"
     assert found["parted"][0]["step"] == 4
@@ -166,14 +166,14 @@ NODES = len(inventory.load("local").hosts)
 def clean_check(provisioned, tmp_path_factory):
     """The check as CI runs it, every system-mode; the planted errors' tests compare against
     its losses and weights instead of running the clean system-modes again."""
-    return samemath.run("local", "current", tmp_path_factory.mktemp("math"))
+    return math_check.run("local", "current", tmp_path_factory.mktemp("math"))
 
 
 @pytest.mark.cluster
 def test_the_five_system_modes_do_the_same_arithmetic(clean_check, capsys):
     found = clean_check
     with capsys.disabled():
-        print("\n" + "\n".join(samemath.table(found)))
+        print("\n" + "\n".join(math_check.table(found)))
     assert found["ok"], found["parted"] or found["failed"]
     for p in found["sync"]:
         assert len(p["loss_differences"]) == 30
@@ -194,7 +194,7 @@ def test_a_planted_error_is_caught_and_named(clean_check, tmp_path, planted, sys
     """Each planted error fails the check, which names the system-mode it was planted in
     (the others, from the clean check, agreeing), the step where the losses part and the
     first layer. Only the planted system-mode runs again."""
-    found = samemath.run("local", "current", tmp_path, systems=system, planted=planted,
+    found = math_check.run("local", "current", tmp_path, systems=system, planted=planted,
                          against=clean_check["run"])
     assert not found["ok"]
     assert found["parted"] and found["parted"][0]["system"] == system, found["parted"]

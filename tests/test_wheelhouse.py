@@ -29,6 +29,12 @@ def test_a_conda_stack_is_refused_with_the_way_out():
     assert "conda" in str(found.value) and "pip packages only" in str(found.value)
 
 
+def test_an_inventory_that_takes_python_from_conda_is_refused_too():
+    with pytest.raises(UserError) as found:
+        wheelhouse.fill(stacks.load("current"), None, "/nonexistent", ["node1", "node2"])
+    assert "on node1, node2 (`python_source: conda`)" in str(found.value)
+
+
 def test_a_folder_filled_with_the_same_pins_is_kept(tmp_path, monkeypatch):
     stack = stacks.load("current")
     env = stack.env("pytorch")

@@ -1,5 +1,6 @@
-"""The ways to have nodes, each one class with the four things the pipeline asks of it
-(prepare, inventory, describe, down), as PerfKitBenchmarker's providers are:
+"""The ways to have nodes, each one class with what the pipeline asks of it (prepare,
+describe, down, and made_by: the command that writes its inventory), as PerfKitBenchmarker's
+providers are:
 - local: inventory/local.yml, every node a set of processes on this machine (nothing to set up);
 - emulated (`emulated.py`): network namespaces with their own sshd, tc-shaped links and cgroup
   limits, made by `invoke cluster.up`; inventory/netns.yml; its links can be reshaped between

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from contract.errors import UserError
 from ..paths import REPO
+from contract import runfolder
 
 QUEUE_POLL_SECONDS = 5.0
 # the allocation's time limit: the plan's expected time x this, plus a margin for start-up
@@ -152,7 +153,7 @@ def batch_script(run_id, nodes, minutes, partition, first_args, resume_args, res
               "set -eu",
               "cd %s" % shlex.quote(str(REPO)),
               "if [ -f %s ]; then" % shlex.quote(str(Path(results).resolve() / run_id
-                                                    / "manifest.json")),
+                                                    / runfolder.MANIFEST)),
               "  exec %s" % _bench_line(invoke, resume_args, run_id),
               "fi",
               "exec %s" % _bench_line(invoke, first_args, run_id)]

@@ -98,9 +98,10 @@ def run(inventory_name, stack_name, profile, data=None, archive=None, check=Fals
     from them with no package index."""
     stack = stacks.load(stack_name)
     check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
-    filled = wheels.fill(stack, frameworks, wheelhouse) if wheelhouse else None
     clusters.way(inventory_name).prepare()  # the VMs up, where the inventory is Vagrant's
     inv = inventory.load(inventory_name)
+    filled = wheels.fill(stack, frameworks, wheelhouse, conda_hosts(inv)) if wheelhouse \
+        else None
     counts = node_counts(nodes, len(inv.hosts))
     variables = playbook_vars(inv, stack, profile, data, archive, counts, frameworks, filled)
     vars_file = cache_dir() / "staging" / "provision-vars.json"
@@ -129,6 +130,11 @@ def run(inventory_name, stack_name, profile, data=None, archive=None, check=Fals
     changed = sum(r["changed"] for r in recap.values())
     print("provisioned in %.1f s: changed=%d over %d nodes" % (seconds, changed, len(recap)))
     return {"seconds": seconds, "recap": recap, "changed": changed}
+
+
+def conda_hosts(inv):
+    """The hosts whose inventory takes every stack's Python from conda (`python_source`)."""
+    return [h.name for h in inv.hosts if h.vars.get("python_source") == "conda"]
 
 
 def route(inv):

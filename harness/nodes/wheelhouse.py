@@ -22,10 +22,11 @@ BUILD_TOOLS = ["setuptools", "wheel"]
 FILLED = ".dlbench-filled"  # written last: its package list says the folder is complete
 
 
-def fill(stack, frameworks, folder, progress=print):
+def fill(stack, frameworks, folder, conda_hosts=(), progress=print):
     """Download every wheel each environment of the stack needs into folder/<env name>/;
-    returns {env name: its folder}. A folder already filled with the same pins is kept."""
-    refuse_conda(stack)
+    returns {env name: its folder}. A folder already filled with the same pins is kept.
+    conda_hosts: hosts whose inventory says `python_source: conda` (refused, as conda is)."""
+    refuse_conda(stack, conda_hosts)
     folder = Path(os.path.expanduser(str(folder))).resolve()
     filled = {}
     for env in stack.envs.values():
@@ -47,14 +48,20 @@ def seeds(stack):
     return list((stack.debian or {}).get("seed") or [])
 
 
-def refuse_conda(stack):
-    if stack.python_source == "conda":
-        raise UserError("stack %s takes Python %s from conda, which needs conda's channels: "
-                        "a wheelhouse holds pip packages only" % (stack.name,
-                                                                  stack.python_version),
-                        "on nodes without an index, use a stack whose Python the nodes have "
-                        "(current; paper-py39 with `python_source: path`), or install the "
-                        "conda environments from stacks/conda/ with conda-pack yourself")
+def refuse_conda(stack, conda_hosts=()):
+    """conda needs its channels (and Miniforge's installer): a wheelhouse cannot stand in."""
+    if stack.python_source != "conda" and not conda_hosts:
+        return
+    who = ("stack %s takes Python %s from conda" % (stack.name, stack.python_version)
+           if stack.python_source == "conda" else
+           "the inventory takes Python from conda on %s (`python_source: conda`)"
+           % ", ".join(conda_hosts))
+    raise UserError("%s, which needs conda's channels: a wheelhouse holds pip packages only"
+                    % who,
+                    "on nodes without an index, use a stack whose Python the nodes have "
+                    "(current; paper-py39 with `python_source: path`) and no `python_source: "
+                    "conda` in the inventory, or install the conda environments from "
+                    "stacks/conda/ with conda-pack yourself")
 
 
 def _already(target, wanted):

@@ -28,7 +28,7 @@ def new_run_id():
 
 
 def run_dir(results, run_id=None):
-    """results/<run-id>; without an id, the newest run by start time (harness/runfolder.py),
+    """results/<run-id>; without an id, the newest run by start time (contract/runfolder.py),
     and the task says which it took."""
     path = runfolder.find(results, run_id)
     if not run_id:
