@@ -101,7 +101,10 @@ def test_provisioned_and_run_through_slurm_with_sacct_for_every_step(allocation,
             line.split("|")[0] for line in table.splitlines())
     slurm_rss = {(r["cell_id"], r["node"], r["role"], r["rank"]): r["value"]
                  for r in records if r["metric"] == "slurm_max_rss_mb"}
-    assert set(slurm_rss) == set(steps)  # Slurm measured every role's memory
+    # Slurm measured every role's memory; also that of a role whose own last write never came
+    # (TensorFlow's profiler died of a bus error after the timed steps here once: the cell is
+    # kept as "operator profile incomplete", the role has no peak_rss_mb of its own)
+    assert set(steps) <= set(slurm_rss)
 
 
 def test_outside_an_allocation_the_slurm_inventory_says_how_to_get_one(with_slurm):
