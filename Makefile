@@ -8,7 +8,7 @@ quickstart: venv  ## set up, then provision + bench + collect + analyze on the l
 	$(BIN)/invoke reproduce
 
 test: venv  ## unit tests and one real end-to-end smoke run on the local cluster
-	$(BIN)/pytest --junitxml=results/tests/junit.xml  # read by `invoke artifact`
+	$(BIN)/pytest --durations=15 --junitxml=results/tests/junit.xml  # read by `invoke artifact`
 
 check: venv  ## the fast tier, before a change: static checks and unit tests, no cluster (~1.5 min)
 	$(BIN)/pytest -q -m "not cluster"

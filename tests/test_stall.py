@@ -111,6 +111,28 @@ def test_slow_nodes_stretch_the_bounds_and_ordinary_ones_do_not():
     assert stall.Bounds.for_cell(CELL, None, 1.0).frozen == stall.FROZEN_SECONDS
 
 
+def test_the_freeze_and_lease_bounds_are_settings_with_floors(monkeypatch):
+    from contract.errors import UserError
+    from harness.run import launch
+    monkeypatch.setenv(stall.FROZEN_VARIABLE, "12")
+    monkeypatch.setenv(launch.LEASE_VARIABLE, "15")
+    assert stall.Bounds.for_cell(CELL, None, 2.0).frozen == 24.0
+    assert launch.lease_seconds(stall.Bounds.for_cell(CELL, None, 2.0)) == 30.0
+    # the sampler and the calibration read the nodes' slowness from the lease, not its length
+    assert launch.sample_interval(15.0) == launch.TRAINING["sample_interval"]
+    assert launch.calibration(15.0) == {} and launch.calibration(45.0)
+    monkeypatch.setenv(stall.FROZEN_VARIABLE, "5")  # 10 sampler intervals: a late sample
+    with pytest.raises(UserError, match="DLBENCH_FROZEN_SECONDS=5 .* at least 10"):
+        stall.frozen_seconds()
+    monkeypatch.setenv(launch.LEASE_VARIABLE, "soon")
+    with pytest.raises(UserError, match="DLBENCH_LEASE_SECONDS=soon"):
+        launch.base_lease()
+    monkeypatch.delenv(stall.FROZEN_VARIABLE)
+    monkeypatch.delenv(launch.LEASE_VARIABLE)
+    assert stall.frozen_seconds() == stall.FROZEN_SECONDS
+    assert launch.base_lease() == launch.LEASE_SECONDS
+
+
 def test_an_ended_process_may_take_a_while_to_exit_but_not_forever():
     """TensorFlow's workers wrote their result, then took over 20 s to exit (their peers'
     collectives closing): not stalled until 3x the freeze bound."""

@@ -23,8 +23,10 @@ only; the cell's timeout stays as the last resort.
 from dataclasses import dataclass
 
 from ..plan.matrix import STEP_BOUND
+from . import settings
 
 FROZEN_SECONDS = 20.0
+FROZEN_VARIABLE = "DLBENCH_FROZEN_SECONDS"  # a shorter bound for the stall tests
 SETUP_MULTIPLE = 4.0
 STEP_MULTIPLE = 20.0
 SETUP_FLOOR = 90.0
@@ -65,13 +67,19 @@ class Bounds:
         slowness = max(1.0, slowness)  # the floors too: a slow node's hiccups are longer
         return cls(setup=max(SETUP_FLOOR * slowness, SETUP_MULTIPLE * startup),
                    step=max(STEP_FLOOR * slowness, STEP_MULTIPLE * step), source=source,
-                   frozen=FROZEN_SECONDS * slowness, slowness=slowness)
+                   frozen=frozen_seconds() * slowness, slowness=slowness)
 
     def describe(self):
         return ("stalled = no progress file for %.0f s, start-up over %.0f s (%gx expected, "
                 "floor %.0f s), or one step over %.0f s (%gx expected, floor %.0f s); %s"
                 % (self.frozen, self.setup, SETUP_MULTIPLE, SETUP_FLOOR, self.step,
                    STEP_MULTIPLE, STEP_FLOOR, self.source))
+
+
+def frozen_seconds():
+    """FROZEN_SECONDS, or DLBENCH_FROZEN_SECONDS where set: at least 20 sampler intervals
+    (launch.TRAINING's 0.5 s), so that a sample that is late is not a freeze."""
+    return settings.seconds(FROZEN_VARIABLE, FROZEN_SECONDS, 10.0)
 
 
 class StallWatch:
