@@ -158,11 +158,12 @@ def collect(c, inventory=None, run=None, results=None):
     commands.collect_run(o.inventory, o.results, run)
 
 
-@task(help={"run": "run id (default: the latest)",
+@task(help={"run": "run id (default: the latest), or an explain folder (explain-<id>)",
             "results": "results folder [invoke.yaml: results]"})
 @_user_errors
 def analyze(c, run=None, results=None):
-    """Tidy table, figures (PNG, PDF) and report.md for a run."""
+    """Tidy table, figures (PNG, PDF) and report.md for a run; for an explain folder, its
+    result rebuilt from its plan.json and the runs."""
     from harness import commands
     commands.analyze(_options(c, results=results).results, run)
 

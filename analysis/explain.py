@@ -18,6 +18,7 @@ import pandas as pd
 import registry
 
 from contract import runfolder
+from contract.ladder import PLAN, Rung, Setting
 
 from . import claims, compare, figures, render, setup_text, stats, testbed, tidy
 
@@ -132,10 +133,50 @@ def system_effects(steps_times):
 
 # ---- the explain folder --------------------------------------------------------------------
 
-def build(plan, runs, out, quiet=False):
-    """Measure every setting from the shared runs, take every claim apart, write the folder."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+class SavedPlan(object):
+    """The plan `invoke explain` ran, read back from the explain folder's plan.json
+    (harness/ladder_run.py writes it): the settings with their stack, run and cells, the
+    rungs, the factors and the claims. The analysis reads nothing else of the planner."""
+
+    def __init__(self, path):
+        data = json.loads(Path(path).read_text())
+        self.runs = (Path(path).parent / data["runs"]).resolve()
+        self.repeats, self.factors = data["repeats"], data["factors"]
+        self.left_out, self.not_measurable = data["left_out"], data["not_measurable"]
+        self.claims = [(claim, benchmarks) for claim, benchmarks in data["claims"]]
+        self.base, self.end = Setting(data["base"]), Setting(data["end"])
+        self.rungs = [Rung.from_data(r) for r in data["rungs"]]
+        self._settings = {Setting(s["levels"]).key: s for s in data["settings"]}
+        self._runs = {s["stack"]: s["run"] for s in data["settings"]}
+
+    def settings(self):
+        return [Setting(s["levels"]) for s in self._settings.values()]
+
+    def cells_of(self, setting):
+        """(stack, cells): each cell with its id and framework."""
+        entry = self._settings[setting.key]
+        return entry["stack"], [SavedCell(c["id"], c["framework"]) for c in entry["cells"]]
+
+    def run_id(self, stack):
+        return self._runs[stack]
+
+
+class SavedCell(object):
+    def __init__(self, id, framework):
+        self.id, self.framework = id, framework
+
+
+def setting_text(setting, factors):
+    return ", ".join("%s: %s" % (factors[f].get("text", f), registry.level_name(factors[f], v))
+                     for f, v in setting.levels)
+
+
+def build(folder, quiet=False):
+    """Measure every setting from the shared runs, take every claim apart, write the explain
+    folder's results beside its plan.json (contract/ladder.py PLAN)."""
+    out = Path(folder)
+    plan = SavedPlan(out / PLAN)
+    runs = plan.runs
     measured, applied, beds = {}, [], {}
     loaded = {}
     for setting in plan.settings():
@@ -154,7 +195,8 @@ def build(plan, runs, out, quiet=False):
                               for r in plan.rungs])
     result = {"claims": rows, "system_effects": effects, "levels": applied,
               "left_out": plan.left_out, "not_measurable": plan.not_measurable,
-              "base": plan.base.text(plan.factors), "end": plan.end.text(plan.factors),
+              "base": setting_text(plan.base, plan.factors),
+              "end": setting_text(plan.end, plan.factors),
               "runs": {s: str(Path(runs) / plan.run_id(s)) for s in loaded}}
     (out / FILE).write_text(json.dumps(result, indent=1, default=_plain))
     pd.DataFrame([{k: v for k, v in r.items() if k not in ("effects", "ladders")}

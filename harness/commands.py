@@ -13,6 +13,7 @@ from .plan import estimate, matrix
 from .plan.options import BenchOptions
 from .clusters import links, slurm_jobs
 from contract.errors import UserError
+from contract.ladder import PLAN as EXPLAIN_PLAN
 from contract.runfolder import CellStatus, RunFolder
 
 
@@ -33,6 +34,7 @@ def bench(inventory_name, stack_name, profile, results, run_id=None, partition=N
 
 def _bench_on(inventory_name, stack_name, profile, results, run_id, options):
     """bench on the inventory's nodes (for --inventory slurm: the allocation's)."""
+    stall.frozen_seconds(), launch.base_lease()  # a bad setting stops the run before it starts
     inv = inventory.load(inventory_name)
     stack = stacks.load(stack_name)
     nodes = nodes_mod.connect_all(inv)
@@ -356,6 +358,11 @@ def collect_run(inventory_name, results, run_id=None):
 
 
 def analyze(results, run_id=None):
+    """A run's report; or, given an explain folder (explain-<id>), its result rebuilt from the
+    plan and the runs it names, as `invoke explain` built it."""
+    if run_id and (Path(results) / run_id / EXPLAIN_PLAN).is_file():
+        from analysis import explain
+        return explain.build(Path(results) / run_id)
     from analysis import report  # heavy imports (pandas, matplotlib) only when analysing
 
     path = collect.run_dir(results, run_id)

@@ -10,6 +10,7 @@ fails twice is not run again: its rungs are "not measurable here" with the cells
 path factor is measured from today's setting instead.
 """
 import hashlib
+import os
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from contract.errors import UserError
 from .nodes import access, inventory, stacks
 from .plan import ladder
 from .results import collect
+from contract import ladder as vocabulary, runfolder
 from contract.runfolder import CellStatus, RunFolder
 from .run import preflight
 
@@ -112,7 +114,25 @@ def run(inventory_name, stack_name, profile, results, benchmarks=None, claim_ids
                   unmeasured(plan, runs, range(round_ + 1, repeats)), round_, repeats)
     from analysis import explain as analysis
     out = Path(results) / ("explain-%s" % collect.new_run_id())
-    return analysis.build(plan, runs, out)
+    write_plan(plan, runs, out)
+    return analysis.build(out)
+
+
+def write_plan(plan, runs, out):
+    """What the analysis needs of the plan, as a file in the explain folder (contract/ladder.py
+    PLAN): `invoke analyze --run explain-<id>` rebuilds the result from it and the runs."""
+    settings = []
+    for setting in plan.settings():
+        stack, cells = plan.cells_of(setting)
+        settings.append({"levels": setting.levels, "stack": stack, "run": plan.run_id(stack),
+                         "cells": [{"id": c.id, "framework": c.framework} for c in cells]})
+    out.mkdir(parents=True, exist_ok=True)
+    runfolder.write_json(out / vocabulary.PLAN, {
+        "inventory": plan.inv.name, "profile": plan.profile, "repeats": plan.repeats,
+        "runs": os.path.relpath(str(runs), str(out)), "factors": plan.factors,
+        "left_out": plan.left_out, "not_measurable": plan.not_measurable,
+        "claims": plan.claims, "base": plan.base.levels, "end": plan.end.levels,
+        "rungs": [r.data() for r in plan.rungs], "settings": settings})
 
 
 def unmeasured(plan, runs, rounds):

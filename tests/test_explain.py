@@ -167,6 +167,34 @@ def test_the_main_report_shows_what_moves_each_claim(tmp_path):
     assert "versions paper-py39 -> current moves it most: x0.40" in text
 
 
+def test_the_plan_is_written_as_a_file_that_the_analysis_reads_back_whole(tmp_path):
+    """explain's analysis reads the plan from the explain folder, not from the planner: every
+    setting with its stack, run and cells, the rungs and the claims come back as planned."""
+    from harness import ladder_run
+    from harness.nodes import inventory
+    plan = ladder_run.Plan(inventory.load("local"), "current", "smoke", "lenet5-cifar10",
+                           CLAIM, "tf_kernels,versions", 2)
+    plan.not_measurable[plan.end.key] = "a cell failed twice"
+    out = tmp_path / "explain-1"
+    ladder_run.write_plan(plan, tmp_path / "explain-runs", out)
+    saved = explain.SavedPlan(out / "plan.json")
+    assert saved.runs == (tmp_path / "explain-runs").resolve()
+    assert [s.key for s in saved.settings()] == [s.key for s in plan.settings()]
+    for setting in plan.settings():
+        stack, cells = plan.cells_of(setting)
+        saved_stack, saved_cells = saved.cells_of(setting)
+        assert saved_stack == stack and saved.run_id(stack) == plan.run_id(stack)
+        assert [(c.id, c.framework) for c in saved_cells] == [(c.id, c.framework) for c in cells]
+    assert saved.rungs == plan.rungs and [r.name for r in saved.rungs] == \
+        ["tf_kernels 0 -> 1", "versions paper-py39 -> current"]
+    assert (saved.base, saved.end) == (plan.base, plan.end)
+    assert saved.base.moved("versions", "current").key == \
+        plan.base.moved("versions", "current").key
+    assert [c["id"] for c, _ in saved.claims] == [CLAIM]
+    assert saved.not_measurable == {plan.end.key: "a cell failed twice"}
+    assert saved.repeats == 2 and saved.factors == plan.factors
+
+
 def test_the_eta_counts_only_cells_left_to_run(tmp_path, capsys):
     from types import SimpleNamespace
     from harness import ladder_run as harness_explain

@@ -11,47 +11,11 @@ over before:
 The path's effects multiply to what the end measures only where factors do not interact: the
 remainder, end / (base x the effects), is shown as the interaction (analysis/explain.py).
 """
-import hashlib
-import json
-from dataclasses import dataclass
-
 import registry
 
 from . import matrix
 from contract.errors import UserError
-
-
-@dataclass(frozen=True)
-class Setting:
-    levels: tuple  # ((factor, value), ...), sorted by factor
-
-    def get(self, factor):
-        return dict(self.levels)[factor]
-
-    def moved(self, factor, value):
-        return Setting(tuple(sorted(dict(self.levels, **{factor: value}).items())))
-
-    @property
-    def key(self):
-        return hashlib.sha1(json.dumps(self.levels).encode()).hexdigest()[:8]
-
-    def text(self, factors):
-        return ", ".join("%s: %s" % (factors[f].get("text", f), registry.level_name(factors[f], v))
-                         for f, v in self.levels)
-
-
-@dataclass(frozen=True)
-class Rung:
-    factor: str
-    before: Setting
-    after: Setting
-    side: str  # "path" (from the base), "from today" (a path factor measured from the end),
-    #            "what-if" (from the end)
-
-    @property
-    def name(self):
-        return "%s %s -> %s" % (self.factor, self.before.get(self.factor),
-                                self.after.get(self.factor))
+from contract.ladder import Rung, Setting
 
 
 def choose(names, inventory_name, vcpus, all_factors=None):
