@@ -6,10 +6,12 @@ VMs, collect and analyze), a VM destroyed mid-cell failing its cell within 10 s,
 `vagrant.down` leaving nothing behind: no VM, no QEMU, no libvirt daemon or dnsmasq that the
 package started, no network, no firewall rule, /dev/kvm as it was.
 
-What it costs under TCG on this 2-core machine (2026-11-24, box cached; building it adds
-75 s): 11 min 0 s in all: the VMs up 83 s, provisioning 312 s, the smoke cell with collect
-and analyze 210 s, the destroyed-VM cell 42 s (the cell failed 1.8 s after `virsh
-destroy`), `vagrant.down` 10 s. The run resuming once the destroyed VM is up again
+What it costs under TCG on a 2-core machine (box cached; building it adds 75 s): 11 min 0 s
+in all on an AMD EPYC (2026-11-24): the VMs up 83 s, provisioning 312 s, the smoke cell with
+collect and analyze 210 s, the destroyed-VM cell 42 s, `vagrant.down` 10 s. On an Intel Xeon
+(2026-11-26) 19 min 34 s: up 103 s, provisioning 380 s (per VM: building the env 118 s,
+seeding it with PyPI's pip 69 s, the shard 34 s, 36 other Ansible tasks about 140 s), the
+12-step cell 594 s, the destroyed-VM cell 76 s; the cell now runs 4 steps. The run resuming once the destroyed VM is up again
 (provisioning it again, the 60-step cell again: about 16 min more) runs with
 DLBENCH_VM_E2E=1; `pytest -s` prints each step's time, and `invoke vm-bench` times a cold
 start.
@@ -129,10 +131,12 @@ def test_the_vms_reach_each_other_on_the_package_network(vms):
 
 @pytest.mark.timeout(2700)  # provisioning the three VMs (its fixture) took 312-780 s of it
 def test_a_system_mode_end_to_end_through_the_vms(provisioned_vms, tmp_path):
-    # no operator profile: its subject is the path through the VMs (the profiler is the
-    # local cluster's tests'), and five profiled steps of emulated MXNet take minutes
+    # no operator profile and 4 steps (2 timed) instead of the smoke profile's 12: its
+    # subject is the path through the VMs (the profiler and the step statistics are the
+    # local cluster's tests'), and each step of emulated MXNet took 22.6 s here (2026-11-26:
+    # start-up 112 s, 12 steps 273 s, the calibration 200 s)
     out = timed("bench", "--inventory", "vagrant", *STACK, "--systems", SYSTEM,
-                "--benchmarks", "lenet5-cifar10", "--profile-steps", "0",
+                "--benchmarks", "lenet5-cifar10", "--profile-steps", "0", "--steps", "4",
                 "--results", str(tmp_path), env=SIZE).stdout
     assert "1 succeeded, 0 failed" in out, out
     timed("collect", "--inventory", "vagrant", "--results", str(tmp_path), env=SIZE)
