@@ -539,17 +539,18 @@ def disturbed_note(cells, run_id):
 
 
 def code_line(manifest):
-    """The bench/ code that ran, as each training process hashed its own (result.json
-    `code_digest`), against the controller's at the run's start (pre-flight refused nodes
-    whose code differed)."""
+    """The code the nodes ran (bench/ and contract/), as each training process hashed its
+    own (result.json `code_digest`), against the controller's at the run's start (pre-flight
+    refused nodes whose code differed)."""
     here, ran = manifest.get("code_digest"), manifest.get("code_ran") or []
+    said = "node code (bench/, contract/): "
     if not here:
-        return "bench/ code: not recorded (a run from before it was)"
+        return said + "not recorded (a run from before it was)"
     if not ran:
-        return "bench/ code: digest %s on the controller; no process recorded its own" % here[:12]
+        return said + "digest %s on the controller; no process recorded its own" % here[:12]
     if ran == [here]:
-        return "bench/ code: digest %s, the controller's, in every process that trained" % here[:12]
-    return "bench/ code: **processes ran other code than the controller's** (digest %s): %s" % (
+        return said + "digest %s, the controller's, in every process that trained" % here[:12]
+    return said + "**processes ran other code than the controller's** (digest %s): %s" % (
         here[:12], ", ".join(d[:12] for d in ran))
 
 

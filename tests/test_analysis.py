@@ -1106,11 +1106,11 @@ def test_the_report_says_which_bench_code_ran():
     says whether all of them ran the controller's, and shouts where one did not."""
     here = "a" * 64
     assert report.code_line({"code_digest": here, "code_ran": [here]}) == \
-        "bench/ code: digest aaaaaaaaaaaa, the controller's, in every process that trained"
+        "node code (bench/, contract/): digest aaaaaaaaaaaa, the controller's, in every process that trained"
     other = report.code_line({"code_digest": here, "code_ran": [here, "b" * 64]})
     assert "**processes ran other code than the controller's**" in other
     assert "bbbbbbbbbbbb" in other
-    assert report.code_line({}) == "bench/ code: not recorded (a run from before it was)"
+    assert report.code_line({}) == "node code (bench/, contract/): not recorded (a run from before it was)"
 
 
 def test_the_code_digest_is_the_same_in_python_and_in_the_nodes_shell(tmp_path):
@@ -1125,8 +1125,12 @@ def test_the_code_digest_is_the_same_in_python_and_in_the_nodes_shell(tmp_path):
     (root / "common" / "loop.py").write_text("x = 1\n")
     (root / "common" / "__pycache__" / "loop.cpython-311.pyc").write_bytes(b"\0")
     (root / "Zeta.j2").write_text("{{ a }}\n")  # C-locale order: upper case first
+    (tmp_path / "contract").mkdir()
+    (tmp_path / "contract" / "nodefolder.py").write_text("RESULT = 'result.json'\n")
     shell = subprocess.run(codedigest.SHELL, shell=True, cwd=str(tmp_path), check=True,
                            capture_output=True, text=True).stdout.split()[0]
-    assert codedigest.digest(str(root)) == shell
-    (root / "common" / "loop.py").write_text("x = 2\n")
-    assert codedigest.digest(str(root)) != shell
+    assert codedigest.digest(str(tmp_path)) == shell
+    assert codedigest.files(str(tmp_path)) == [
+        "bench/Zeta.j2", "bench/__init__.py", "bench/common/loop.py", "contract/nodefolder.py"]
+    (tmp_path / "contract" / "nodefolder.py").write_text("RESULT = 'other.json'\n")
+    assert codedigest.digest(str(tmp_path)) != shell  # contract/ ships with bench/

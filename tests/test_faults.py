@@ -223,7 +223,7 @@ def test_preflight_names_a_busy_port_a_corrupt_shard_other_code_and_a_shared_wor
         _expect_error(["bench", "--systems", "pytorch-sync", "--results", str(tmp_path)],
                       "4 problem(s)", "node1: its workdir %s holds node node2's marker" % marker.parent, "node1: port(s) %d already in use" % listener.getsockname()[1],
                       "node2: dataset file %s has md5" % shard,
-                      "node2: its bench/ code is not this controller's (digest")
+                      "node2: its bench/ and contract/ code is not this controller's (digest")
         assert not list(tmp_path.glob("*/manifest.json"))  # nothing started
     finally:
         listener.close()

@@ -295,7 +295,7 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     # the code that ran: every training process hashed its own bench/, the controller's
     assert manifest["code_ran"] == [manifest["code_digest"]]
     report = (run / "analysis" / "report.md").read_text()
-    assert "bench/ code: digest %s, the controller's, in every process that trained" % (
+    assert "node code (bench/, contract/): digest %s, the controller's, in every process that trained" % (
         manifest["code_digest"][:12]) in report
     assert "## The setup beside the paper's" in report and "## Internal consistency" in report
     assert "Contention probe: interference between the nodes" in report and "layout on this machine" in report

@@ -11,6 +11,8 @@ profiled steps.
 import os
 import time
 
+from contract import nodefolder
+
 from .results import write_json
 
 
@@ -34,7 +36,7 @@ class Profile(object):
                 "profiled_step": seconds / steps if steps else None,
                 "operator_seconds": sum(op["seconds"] for op in ops), "ops": ops}
         data.update(extra or {})
-        write_json(os.path.join(config["out_dir"], "profile.json"), data)
+        write_json(os.path.join(config["out_dir"], nodefolder.OPERATORS), data)
         return {"steps": steps, "profiled_step": data["profiled_step"],
                 "operators": len(ops), "source": self.source}
 

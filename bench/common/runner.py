@@ -8,6 +8,8 @@ import sys
 import time
 import traceback
 
+from contract import nodefolder
+
 from . import cellconfig, codedigest, cpuinfo, interference
 from .results import write_json
 from .sampler import Sampler
@@ -59,7 +61,7 @@ def run(config, train, versions, kernels=None):
         result["interference"] = interference.finish(sampler.tracker)
         result["peak_rss_mb"] = sampler.peak_rss_mb
         result["peak_own_rss_mb"] = sampler.peak_own_rss_mb
-        write_json(os.path.join(out_dir, "result.json"), result)
+        write_json(os.path.join(out_dir, nodefolder.RESULT), result)
     return result
 
 
@@ -102,7 +104,7 @@ def keep(config, measured):
     result.update(measured)
     result.update(lifetime(result))
     result.update(status="profiling", phase="profile")
-    write_json(os.path.join(config["out_dir"], "result.json"), result)
+    write_json(os.path.join(config["out_dir"], nodefolder.RESULT), result)
 
 
 def most_steps(config):

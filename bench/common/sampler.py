@@ -11,6 +11,8 @@ import time
 
 import psutil
 
+from contract import nodefolder
+
 from .results import write_json
 
 COLUMNS = ["time", "elapsed_s", "rss_mb", "children_rss_mb", "cpu_percent", "threads",
@@ -50,7 +52,7 @@ class Sampler(object):
         self._thread.join(timeout=5 * self.interval + 1)
 
     def _run(self):
-        path = os.path.join(self.out_dir, "memory.csv")
+        path = os.path.join(self.out_dir, nodefolder.MEMORY)
         with open(path, "w") as handle:
             writer = csv.writer(handle)
             writer.writerow(COLUMNS)
@@ -99,4 +101,4 @@ class Sampler(object):
 
     def _write_progress(self):
         state = dict(self.state, updated=time.time(), peak_rss_mb=round(self.peak_rss_mb, 1))
-        write_json(os.path.join(self.out_dir, "progress.json"), state, durable=False)
+        write_json(os.path.join(self.out_dir, nodefolder.PROGRESS), state, durable=False)

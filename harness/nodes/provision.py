@@ -13,27 +13,28 @@ import time
 from .. import clusters
 from . import datasets, inventory, stacks, wheelhouse as wheels
 from ..plan import matrix
+from bench.common import codedigest
 from contract.errors import UserError
-from ..paths import BENCH, PLAYBOOKS, REPO, cache_dir
+from ..paths import PLAYBOOKS, REPO, cache_dir
 import registry
 
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 
 
 def stage_bench():
-    """bench/ (no caches) as one reproducible archive: the same sources give the same bytes, so
-    Ansible copies one file per node, and only when the code changed (copying the folder file
-    by file took about 40 s even when nothing had changed)."""
+    """The code the nodes run, bench/ and contract/ (no caches; bench/common/codedigest.py
+    SHIPPED), as one reproducible archive: the same sources give the same bytes, so Ansible
+    copies one file per node, and only when the code changed (copying the folder file by
+    file took about 40 s even when nothing had changed)."""
     clone = hashlib.sha1(str(REPO).encode()).hexdigest()[:8]
     target = cache_dir() / "staging" / ("bench-%s.tar.gz" % clone)
     target.parent.mkdir(parents=True, exist_ok=True)
-    files = sorted(p for p in BENCH.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and p.suffix != ".pyc")
     tmp = target.with_suffix(".tmp")
     with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
             tarfile.open(fileobj=gz, mode="w") as tar:
-        for path in files:
-            info = tarfile.TarInfo("bench/" + path.relative_to(BENCH).as_posix())
+        for name in codedigest.files(str(REPO)):
+            path = REPO / name
+            info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = path.stat().st_size, 0o644, 0
             with open(path, "rb") as handle:
                 tar.addfile(info, handle)

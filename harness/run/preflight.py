@@ -162,9 +162,10 @@ def _code(node, expected, text):
     if expected is None or found == expected:
         return []
     if found == "MISSING":
-        return ["%s: no bench/ code under its workdir: %s" % (node.name, PROVISION_FIX)]
-    return ["%s: its bench/ code is not this controller's (digest %s there, %s here: edited "
-            "since the last provisioning, here or there): %s, which copies it" % (
+        return ["%s: no bench/ or contract/ code under its workdir: %s"
+                % (node.name, PROVISION_FIX)]
+    return ["%s: its bench/ and contract/ code is not this controller's (digest %s there, %s "
+            "here: edited since the last provisioning, here or there): %s, which copies it" % (
                 node.name, found[:12], expected[:12], PROVISION_FIX)]
 
 
