@@ -339,4 +339,6 @@ def _row(claim, paper, tolerance, context, kind):
     return {"id": claim["id"], "text": text, "section": claim.get("section", ""),
             "paper": paper, "measured": None, "low": None, "high": None,
             "tolerance": tolerance, "kind": kind, "deviation_list": bearing,
-            "deviations": "; ".join(d["key"] for d in bearing)}
+            # one key once: a deviation of two system-modes (placement) is two entries
+            "deviations": "; ".join(sorted(set(d["key"] for d in bearing),
+                                           key=[d["key"] for d in bearing].index))}

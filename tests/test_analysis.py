@@ -1134,3 +1134,16 @@ def test_the_code_digest_is_the_same_in_python_and_in_the_nodes_shell(tmp_path):
         "bench/Zeta.j2", "bench/__init__.py", "bench/common/loop.py", "contract/nodefolder.py"]
     (tmp_path / "contract" / "nodefolder.py").write_text("RESULT = 'other.json'\n")
     assert codedigest.digest(str(tmp_path)) != shell  # contract/ ships with bench/
+
+
+def test_a_deviation_of_two_system_modes_is_named_once_in_a_claims_row():
+    """The async claim's row said "placement; placement": one entry per async system-mode."""
+    from analysis import claims
+    claim = {"id": "async", "text": "async", "numerator": "tensorflow-async",
+             "denominator": "mxnet-async"}
+    deviations = [{"key": "threads"},
+                  {"key": "placement", "systems": ["tensorflow-async"], "text": "a"},
+                  {"key": "placement", "systems": ["mxnet-async"], "text": "b"}]
+    row = claims._row(claim, 2.0, 0.25, {"deviations": deviations}, "execution")
+    assert row["deviations"] == "threads; placement"
+    assert len(row["deviation_list"]) == 3  # each still says its own system-mode
