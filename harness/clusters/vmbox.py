@@ -58,6 +58,14 @@ FILES = {
     "etc/hosts": "127.0.0.1 localhost\n127.0.1.1 dlbench\n",
     "etc/network/interfaces": "auto lo\niface lo inet loopback\n\nauto eth0\n"
                               "iface eth0 inet dhcp\n",
+    # ifupdown runs dhclient -1 (one try, then it gives up for good) for 60 s by default: in a
+    # CI run a TCG guest got no offer within its 60 s, and Vagrant waited 15 min for an
+    # address that never came; 300 s of asking covers a slow guest or a busy dnsmasq
+    "etc/dhcp/dhclient.conf": "# dlbench: one try of ifupdown's, as long as a slow guest needs\n"
+                              "timeout 300;\nsend host-name = gethostname();\n"
+                              "request subnet-mask, broadcast-address, time-offset, routers,\n"
+                              "    domain-name, domain-name-servers, domain-search, host-name,\n"
+                              "    interface-mtu;\n",
     "etc/sudoers.d/vagrant": "vagrant ALL=(ALL) NOPASSWD:ALL\nDefaults:vagrant !requiretty\n",
     "etc/pip.conf": "[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n",
     "etc/ssh/sshd_config.d/dlbench.conf": "UseDNS no\n",
