@@ -340,5 +340,4 @@ def _row(claim, paper, tolerance, context, kind):
             "paper": paper, "measured": None, "low": None, "high": None,
             "tolerance": tolerance, "kind": kind, "deviation_list": bearing,
             # one key once: a deviation of two system-modes (placement) is two entries
-            "deviations": "; ".join(sorted(set(d["key"] for d in bearing),
-                                           key=[d["key"] for d in bearing].index))}
+            "deviations": "; ".join(dict.fromkeys(d["key"] for d in bearing))}

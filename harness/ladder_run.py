@@ -19,7 +19,8 @@ from contract.errors import UserError
 from .nodes import access, inventory, stacks
 from .plan import ladder
 from .results import collect
-from contract import ladder as vocabulary, runfolder
+from contract import runfolder
+from contract.ladder import PLAN
 from contract.runfolder import CellStatus, RunFolder
 from .run import preflight
 
@@ -127,7 +128,7 @@ def write_plan(plan, runs, out):
         settings.append({"levels": setting.levels, "stack": stack, "run": plan.run_id(stack),
                          "cells": [{"id": c.id, "framework": c.framework} for c in cells]})
     out.mkdir(parents=True, exist_ok=True)
-    runfolder.write_json(out / vocabulary.PLAN, {
+    runfolder.write_json(out / PLAN, {
         "inventory": plan.inv.name, "profile": plan.profile, "repeats": plan.repeats,
         "runs": os.path.relpath(str(runs), str(out)), "factors": plan.factors,
         "left_out": plan.left_out, "not_measurable": plan.not_measurable,

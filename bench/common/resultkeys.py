@@ -10,7 +10,8 @@ KEYS = {
     "host": "the node's hostname", "python": "the interpreter's version", "pid": "its pid",
     "cpu": "the CPU as the process sees it (bench/common/cpuinfo.py)",
     "kernels": "the kernel library and ISA the framework says it runs (its kernels())",
-    "code_digest": "the digest of the bench/ and contract/ code that ran (bench/common/codedigest.py)",
+    "code_digest": "the digest of the bench/ and contract/ code that ran "
+                   "(bench/common/codedigest.py)",
     "environment": "the thread and stack variables the process saw",
     "status": "running, profiling, succeeded or failed", "phase": "train, profile or done",
     "started": "when run() began (epoch s)", "ended": "when it ended (epoch s)",
