@@ -4,6 +4,7 @@ the VMs themselves are booted for real in tests/test_vms.py."""
 import json
 import os
 import re
+import time
 
 import pytest
 
@@ -278,6 +279,9 @@ def test_a_daemon_pid_recorded_before_a_reboot_is_not_stopped(monkeypatch, tmp_p
         monkeypatch.setattr(libvirt, "responding", lambda: False)
         monkeypatch.setattr(libvirt, "remove_firewall_chains", lambda: None)
         libvirt.write_state({"started": {"libvirtd": other.pid}, "ip_forward": None})
+        deadline = time.monotonic() + 10  # the child runs Python's code until it execs sleep
+        while not libvirt.is_daemon(other.pid, "sleep") and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert libvirt.is_daemon(other.pid, "sleep") and not libvirt.is_daemon(other.pid,
                                                                                   "libvirtd")
         assert libvirt.down(progress=lambda line: None) == []
