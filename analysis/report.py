@@ -57,7 +57,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     bed = testbed.describe(manifest)
     figures.stamp("")  # no caveat of an earlier report in this process
     blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))]
-    blocks += provenance(manifest)
+    blocks += provenance(manifest, time_line(run_path, groups, manifest.get("profile")))
     blocks += setup_text.setup_section(bed)
     main = tidy.reference_groups(groups)  # the paper's network setting
     moved = explain.moves(run_path)
@@ -554,7 +554,34 @@ def code_line(manifest):
         here[:12], ", ".join(d[:12] for d in ran))
 
 
-def provenance(manifest):
+def time_line(run_path, groups, profile):
+    """What the run's cells cost against the paper's length, in every report: the verdict
+    profile's budget (docs/methodology.md, "Three repeats") counts each setting's paper-scale
+    time once, not once per repeat."""
+    folder = Path(run_path)
+    statuses = list(folder.glob("*/" + runfolder.STATUS))
+    statuses += folder.glob("%s/*/%s" % (runfolder.ATTEMPTS, runfolder.STATUS))
+    spent = sum((runfolder.read_json(p, {}) or {}).get("seconds") or 0 for p in statuses)
+    line = ("time: the cells took %s in %d launch(es), attempts set aside included (the "
+            "contention probe and provisioning not counted)" % (_minutes(spent), len(statuses)))
+    paper = groups.execution_seconds.dropna() if len(groups) else groups
+    if profile == "paper" or not len(paper) or not spent:
+        return line
+    share = spent / paper.sum()
+    line += ("; the same %d setting(s) at the paper's length: %s projected (each setting's "
+             "paper-scale time once, the mean of its repeats), so this run took %.1f%% of it%s"
+             % (len(paper), _minutes(paper.sum()), 100 * share,
+                " (the verdict profile's goal: 5%)" if profile == "verdict" else ""))
+    if share > 0.5:  # LeNet-5: start-up and the launches weigh more than the steps
+        line += "; at that share, `--profile paper` would measure the paper's length itself"
+    return line
+
+
+def _minutes(seconds):
+    return "%.0f s" % seconds if seconds < 120 else "%.1f min" % (seconds / 60)
+
+
+def provenance(manifest, time_text=None):
     hosts = manifest.get("inventory", {}).get("hosts", [])
     facts = manifest.get("host_facts") or {}
     lines = ["- command: `%s`" % manifest.get("command", "?"),
@@ -568,6 +595,8 @@ def provenance(manifest):
                                           _when(manifest.get("ended"))),
              "- inventory `%s`: %d nodes" % (manifest.get("inventory", {}).get("name"),
                                              len(hosts))]
+    if time_text:
+        lines.insert(5, "- " + time_text)
     if any(h.get("connection") == "slurm" for h in hosts):
         lines.append("- launched through Slurm: every role a job step (`srun --overlap`), named "
                      "in its records (`slurm_step`); Slurm's account of each step in "

@@ -1113,6 +1113,28 @@ def test_the_report_says_which_bench_code_ran():
     assert report.code_line({}) == "node code (bench/, contract/): not recorded (a run from before it was)"
 
 
+def test_the_report_sets_the_runs_time_against_the_papers_length_once_per_setting(tmp_path):
+    """The verdict profile's budget: each setting's paper-scale time counts once (the mean of
+    its repeats), not once per repeat, which once made a 20% run read 6.5%; attempts set aside
+    cost time too."""
+    for cell, seconds in (("a_r0", 10.0), ("a_r1", 14.0), ("b_r0", 6.0),
+                          (".attempts/a_r1.1", 5.0)):
+        (tmp_path / cell).mkdir(parents=True)
+        (tmp_path / cell / "status.json").write_text(json.dumps({"seconds": seconds}))
+    groups = pd.DataFrame({"execution_seconds": [300.0, 400.0, math.nan]})
+    line = report.time_line(tmp_path, groups, "verdict")
+    assert line.startswith("time: the cells took 35 s in 4 launch(es)")
+    assert "the same 2 setting(s) at the paper's length: 11.7 min projected" in line
+    assert "took 5.0% of it (the verdict profile's goal: 5%)" in line
+    assert report.time_line(tmp_path, groups, "paper").endswith("provisioning not counted)")
+    assert "goal" not in report.time_line(tmp_path, groups, "smoke")
+    assert "paper" not in line.split("goal")[1]
+    short = pd.DataFrame({"execution_seconds": [50.0]})  # LeNet-5: 35 s against 50 s
+    assert report.time_line(tmp_path, short, "verdict").endswith(
+        "took 70.0% of it (the verdict profile's goal: 5%); at that share, `--profile paper` "
+        "would measure the paper's length itself")
+
+
 def test_the_code_digest_is_the_same_in_python_and_in_the_nodes_shell(tmp_path):
     """Pre-flight reads a node's digest with find | sort | sha256sum, no Python started; the
     controller and every trainer compute it in Python: the two must agree, or every run
