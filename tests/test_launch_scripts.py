@@ -271,3 +271,7 @@ def test_slow_nodes_are_sampled_less_often():
         {(1, 3)}
     ordinary = render_local(cell)
     assert {p.config["calibration_steps"] for p in ordinary} == {10}
+    # the verdict profile's repeats calibrate 5 passes each (15 over its 3 repeats)
+    verdict = matrix.plan("verdict", 3, systems="mxnet-sync", benchmarks="lenet5-cifar10")[0]
+    assert {p.config["calibration_steps"] for p in render_local(verdict)} == {5}
+    assert verdict.profile_steps == 5

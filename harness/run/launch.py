@@ -117,6 +117,7 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None):
         workdir = node.path(host.workdir)
         out_dir = nodefolder.role_dir(workdir, run_id, cell.id, role, rank)
         config = dict(cell.settings, **TRAINING)
+        config["calibration_steps"] = cell.calibration_steps or TRAINING["calibration_steps"]
         config.update(calibration(lease))
         config.update(
             run_id=run_id, cell_id=cell.id, node=node.name, role=role, rank=rank,
