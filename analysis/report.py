@@ -592,11 +592,10 @@ def provenance(manifest, time_text=None):
                                         "dirty") else ""),
              "- " + code_line(manifest),
              "- started: %s; ended: %s" % (_when(manifest.get("started")),
-                                          _when(manifest.get("ended"))),
-             "- inventory `%s`: %d nodes" % (manifest.get("inventory", {}).get("name"),
-                                             len(hosts))]
-    if time_text:
-        lines.insert(5, "- " + time_text)
+                                          _when(manifest.get("ended")))]
+    lines += ["- " + time_text] if time_text else []
+    lines.append("- inventory `%s`: %d nodes" % (manifest.get("inventory", {}).get("name"),
+                                                 len(hosts)))
     if any(h.get("connection") == "slurm" for h in hosts):
         lines.append("- launched through Slurm: every role a job step (`srun --overlap`), named "
                      "in its records (`slurm_step`); Slurm's account of each step in "
