@@ -14,7 +14,7 @@ FILE = Path(__file__).resolve().parent / "systems.yml"
 PAPER = Path(__file__).resolve().parent.parent / "analysis" / "reference" / "paper.yml"
 REQUIRED = ("framework", "mode", "template", "communication", "roles", "listens", "launch",
             "order", "colour")
-OPTIONAL = ("coordinator", "services", "profiler", "timed_by", "reads")
+OPTIONAL = ("coordinator", "services", "profiler", "timed_by", "reads", "barrier")
 COMMUNICATION = ("all-reduce", "parameter-server")
 
 
@@ -35,6 +35,9 @@ def _check(name, entry, raw):
         raise ValueError("%s: missing %s, unknown %s" % (where, missing, unknown))
     if entry["framework"] not in raw["frameworks"]:
         raise ValueError("%s: framework %s is not under frameworks" % (where, entry["framework"]))
+    if entry.get("barrier", "agree") != "agree" or ("barrier" in entry and
+                                                      entry["mode"] != "sync"):
+        raise ValueError("%s: barrier can only be `agree`, in a sync mode" % where)
     if entry["communication"] not in COMMUNICATION:
         raise ValueError("%s: communication must be one of %s" % (where, COMMUNICATION))
     ports = list(entry["listens"].values()) + list((entry.get("profiler") or {}).values())
@@ -84,7 +87,7 @@ def firewall_table():
     for name, offset in sorted(raw["ports"].items(), key=lambda item: item[1]):
         when = ", ".join(users[name])
         if name == "agree":
-            when += " (verdict profile)"
+            when += " (verdict profile; tensorflow-sync in every profile)"
         elif name.startswith("tf_profiler"):
             when += " (profiled steps)"
         lines.append("| base_port + %d | %s | %s |" % (offset, raw["listeners"][name], when))

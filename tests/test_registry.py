@@ -94,11 +94,24 @@ def test_a_rendezvous_is_node_ones_address_and_port():
         "scheduler_addr": "10.0.0.1", "scheduler_port": 29501}
 
 
+def test_the_agree_channel_serves_verdict_votes_and_tensorflow_syncs_barriers():
+    """tensorflow-sync's barriers use the channel in every profile (a TensorFlow all-reduce as
+    the last barrier let a worker leave while its peer still read from it); the other modes
+    only vote, in the verdict profile; the asynchronous modes never wait for each other."""
+    def address(profile, system):
+        return layout.agree_address(matrix.plan(profile, 3, systems=system)[0], NODES)
+    assert address("smoke", "tensorflow-sync") == "10.0.0.1:29502"
+    assert address("smoke", "pytorch-sync") is None
+    assert address("verdict", "pytorch-sync") == "10.0.0.1:29502"
+    assert address("verdict", "tensorflow-async") is None
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda e: e.pop("communication"), "missing \\['communication'\\]"),
     (lambda e: e.update(colour_of="red"), "unknown \\['colour_of'\\]"),
     (lambda e: e.update(listens={"worker": "no_such_port"}), "ports \\['no_such_port'\\]"),
     (lambda e: e.update(communication="gossip"), "communication must be one of"),
+    (lambda e: e.update(barrier="ring"), "barrier can only be `agree`"),
 ])
 def test_a_wrong_entry_is_named(tmp_path, change, message):
     raw = yaml.safe_load(registry.FILE.read_text())

@@ -5,6 +5,7 @@ import math
 import random
 import socket
 import threading
+import time
 
 import pytest
 
@@ -113,3 +114,38 @@ def test_a_peer_that_leaves_is_an_error_not_a_hang():
     with pytest.raises(ConnectionError, match="left before the stop decision"):
         leader.vote(True)
     leader.close()
+
+
+def test_the_channel_is_a_barrier_for_the_in_turn_calibration():
+    """tensorflow-sync's barrier (agree.channel): each worker measures alone, rank after rank,
+    and nobody leaves before the last one is done."""
+    address = "127.0.0.1:%d" % free_port()
+    configs = [{"agree_address": address, "rank": r, "world_size": 3,
+                "collective_timeout": 10} for r in (0, 1, 2)]
+    peers = [agree.Agreement(address, r, 3, timeout=10) for r in (0, 1, 2)]
+    spans, left = {}, {}
+
+    def measure(rank):
+        started = time.time()
+        time.sleep(0.3)
+        spans[rank] = (started, time.time())
+        return rank
+
+    def worker(rank):
+        result = loop.in_turn(configs[rank], peers[rank].barrier, lambda: measure(rank))
+        left[rank] = (result, time.time())
+    threads = [threading.Thread(target=worker, args=(r,)) for r in (0, 1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert sorted(left) == [0, 1, 2] and all(left[r][0] == r for r in left)
+    assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0]  # one at a time
+    assert min(t for _, t in left.values()) >= spans[2][1]
+
+
+def test_one_channel_per_process_and_none_without_an_address():
+    address = "127.0.0.1:%d" % free_port()
+    config = {"agree_address": address, "rank": 1, "world_size": 2, "collective_timeout": 1}
+    assert agree.channel(config) is agree.channel(dict(config))
+    assert agree.channel(dict(config, agree_address=None)) is None

@@ -6,9 +6,29 @@ step, or the others wait in a collective forever. At each check every worker sen
 worker 0, which answers all: stop only when every worker voted to stop. A plain TCP exchange of
 one byte each way per check, beside the framework's own traffic and the same for every
 framework (their collective APIs differ between the paper's versions and today's).
+
+The same channel is tensorflow-sync's barrier in every profile (barrier()): around the in-turn
+calibration, the profiled steps, and before the workers leave. A TensorFlow all-reduce as the
+last barrier let a worker leave while its peer still pulled the last buffer from it
+("Collective ops is aborted by: Socket closed"); a TCP exchange is complete on both sides when
+either returns from it.
 """
 import socket
 import time
+
+_CHANNELS = {}
+
+
+def channel(config):
+    """This process's one Agreement for config's agree_address (None where it has none): the
+    stop rule and the barriers share it, since worker 0 can listen on the port only once."""
+    address = config.get("agree_address")
+    if not address:
+        return None
+    if address not in _CHANNELS:
+        _CHANNELS[address] = Agreement(address, config["rank"], config["world_size"],
+                                       config["collective_timeout"])
+    return _CHANNELS[address]
 
 
 class Agreement(object):
@@ -43,6 +63,10 @@ class Agreement(object):
         (leader,) = self.peers
         leader.sendall(b"1" if done else b"0")
         return _receive(leader)
+
+    def barrier(self):
+        """Returns once every worker has called it: a vote that nobody loses."""
+        self.vote(True)
 
     def _connect(self):
         if self.rank == 0:

@@ -88,10 +88,8 @@ class StopRule(object):
         self.halfwidth = float("inf")
         self.reached = None
         self.agreement = None
-        if self.precision and config.get("agree_address"):
-            self.agreement = agree.Agreement(config["agree_address"], config["rank"],
-                                             config["world_size"],
-                                             config["collective_timeout"])
+        if self.precision:
+            self.agreement = agree.channel(config)  # open until the process leaves
 
     def stop_after(self, steps):
         return self.decide(len(steps), lambda: [s["total"] for s in steps
@@ -110,8 +108,6 @@ class StopRule(object):
             if self.agreement is not None:
                 known = self.agreement.vote(known)
             self.reached = "precision" if known else None
-        if self.reached and self.agreement is not None:
-            self.agreement.close()
         return bool(self.reached)
 
     def finite_halfwidth(self):

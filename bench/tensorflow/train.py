@@ -6,12 +6,13 @@ whole training set. TF_CONFIG is set by the launch script; so is TF_USE_LEGACY_K
 Run as `python -m bench.tensorflow.train cell.json` (sync workers and the async chief); the
 async ps and workers run bench/tensorflow/server.py.
 """
+import os
 import sys
 import time
 
 import tensorflow as tf
 
-from bench.common import cifar, loop, profile, runner, samemath
+from bench.common import agree, cifar, loop, profile, runner, samemath
 from bench.common.breakdown import summarise
 from bench.tensorflow import data, models, profiling
 
@@ -100,6 +101,13 @@ def calibrate(config, sampler, weights, batch):
 
 # --- tensorflow-sync --------------------------------------------------------------------------
 
+# The input pipeline is never destroyed: destroying its MultiDeviceIterator waits for a tf.data
+# thread (py-spy: ~MultiDeviceIterator -> ~LogicalThreadWrapper), which held a worker 60 s or
+# more at 0% CPU in 2 of 3 ResNet-50 cells, its peer waiting in the final barrier. So the
+# pipeline is kept here and the process leaves with os._exit once every worker has written its
+# result (leave_together, over bench/common/agree.py's channel).
+KEPT = []
+
 # After the last result is written, the leader (task 0, which holds the coordination service)
 # waits this long before exiting: a worker whose heartbeat finds the leader gone aborts.
 LEADER_GRACE_SECONDS = 2.0
@@ -134,7 +142,7 @@ def train_sync(config, sampler, finish=None):
                   strategy.num_replicas_in_sync))
     result, batch = loop.timed_steps(config, sampler, lambda epoch: batches, train_step)
     local_batch = [strategy.experimental_local_results(t)[0] for t in batch]
-    everyone = barrier(strategy)
+    everyone = barrier(config)
     weights = local_weights(strategy, model)
     if config["math"]:
         samemath.write_weights(config, trained_weights(strategy, model), samemath.FINAL)
@@ -148,6 +156,7 @@ def train_sync(config, sampler, finish=None):
         runner.keep(config, result)
         result["profile"] = profiling.profile_steps(config, sampler, train_step, batches,
                                                     everyone)
+    KEPT.extend([dist, batches])
     if finish:
         finish(everyone)
     return result
@@ -174,11 +183,14 @@ def trained_weights(strategy, model):
     return models.canonical(model, lambda v: strategy.experimental_local_results(v)[0].numpy())
 
 
-def barrier(strategy):
-    """A one-number all-reduce: returns only when every worker has called it."""
-    total = tf.function(lambda: strategy.run(
-        lambda: tf.distribute.get_replica_context().all_reduce("sum", tf.constant(1.0))))
-    return lambda: strategy.experimental_local_results(total())[0].numpy()
+def barrier(config):
+    """Returns only when every worker has called it: the package's own TCP channel
+    (bench/common/agree.py), which the harness gives every tensorflow-sync cell."""
+    channel = agree.channel(config)
+    if channel is None:
+        raise ValueError("tensorflow-sync needs the cell's agree_address for its barriers: "
+                         "run it through the harness (harness/plan/layout.py)")
+    return channel.barrier
 
 
 # --- tensorflow-async (the chief) ---------------------------------------------------------------
@@ -395,6 +407,9 @@ def main(argv):
     finish = []
     runner.run(config, lambda c, s: train_sync(c, s, finish.append), versions, kernels)
     leave_together(config, finish[0])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # result.json is written; see KEPT
 
 
 if __name__ == "__main__":

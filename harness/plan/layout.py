@@ -59,9 +59,11 @@ def cluster_spec(cell, nodes, role, rank):
 
 
 def agree_address(cell, nodes):
-    """host:port where worker 0 of a synchronous cell in the verdict profile takes the workers'
-    stop votes (bench/common/agree.py); None where the workers decide alone or never."""
-    if not cell.precision or cell.mode != "sync":
+    """host:port where worker 0 of a synchronous cell takes the workers' stop votes (the verdict
+    profile) or, in every profile, holds the barriers of a system-mode whose registry entry says
+    `barrier: agree` (bench/common/agree.py); None where neither applies."""
+    voting = cell.precision and cell.mode == "sync"
+    if not (voting or registry.system(cell.system).get("barrier") == "agree"):
         return None
     return "%s:%d" % (nodes[0].host.address, port(nodes[0], "agree"))
 
