@@ -35,8 +35,7 @@ def _check(name, entry, raw):
         raise ValueError("%s: missing %s, unknown %s" % (where, missing, unknown))
     if entry["framework"] not in raw["frameworks"]:
         raise ValueError("%s: framework %s is not under frameworks" % (where, entry["framework"]))
-    if entry.get("barrier", "agree") != "agree" or ("barrier" in entry and
-                                                      entry["mode"] != "sync"):
+    if "barrier" in entry and (entry["barrier"] != "agree" or entry["mode"] != "sync"):
         raise ValueError("%s: barrier can only be `agree`, in a sync mode" % where)
     if entry["communication"] not in COMMUNICATION:
         raise ValueError("%s: communication must be one of %s" % (where, COMMUNICATION))
@@ -87,7 +86,9 @@ def firewall_table():
     for name, offset in sorted(raw["ports"].items(), key=lambda item: item[1]):
         when = ", ".join(users[name])
         if name == "agree":
-            when += " (verdict profile; tensorflow-sync in every profile)"
+            barriers = [s for s, e in raw["systems"].items() if e.get("barrier") == "agree"]
+            when += " (verdict profile%s)" % "".join("; %s in every profile" % s
+                                                     for s in barriers)
         elif name.startswith("tf_profiler"):
             when += " (profiled steps)"
         lines.append("| base_port + %d | %s | %s |" % (offset, raw["listeners"][name], when))
