@@ -54,6 +54,28 @@ def test_up_twice_is_safe_and_status_shows_hosts_links_limits(netns):
     assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "100000"
 
 
+def test_a_firewall_rule_against_a_host_is_named_and_a_tagged_one_is_removed(netns):
+    """A rule on this machine refusing TCP to node3 (as a test killed mid-way leaves one):
+    `cluster.up` fails in seconds naming the rule; the same rule carrying the cluster's tag
+    is the cluster's own, and removing the tagged rules (what up and down do) takes it."""
+    node3 = netns["hosts"][2]
+    rule = ["OUTPUT", "-d", node3["address"], "-p", "tcp", "-j", "REJECT"]
+    subprocess.run(["iptables", "-I"] + rule, check=True)
+    try:
+        out = invoke("cluster.up", check=False)
+    finally:
+        subprocess.run(["iptables", "-D"] + rule, check=True)
+    said = out.stdout + out.stderr
+    assert out.returncode == 2, said
+    assert "node3 (%s) does not answer over SSH: this machine's firewall refuses it (-A OUTPUT " \
+        "-d %s/32 -p tcp -j REJECT" % (node3["address"], node3["address"]) in said, said
+    tagged = rule[:-2] + ["-m", "comment", "--comment", cluster.FIREWALL_TAG] + rule[-2:]
+    subprocess.run(["iptables", "-I"] + tagged, check=True)
+    cluster.remove_tagged_rules()
+    assert not cluster.rules_against(node3["address"])
+    assert "already up" in invoke("cluster.up").stdout
+
+
 def test_host_keys_are_checked(netns, tmp_path):
     """A host whose key is not in known_hosts is refused, never trusted on first use."""
     stranger = tmp_path / "known_hosts"
@@ -242,7 +264,8 @@ def test_nodes_behind_a_bastion_are_provisioned_run_and_collected(netns, tmp_pat
     ProxyCommand and the harness's by Fabric's gateway; provision, a cell and collect work,
     and the liveness watch asks through the bastion too (issue 38)."""
     bastion, *behind = netns["hosts"]
-    rules = [["OUTPUT", "-d", h["address"], "-p", "tcp", "-j", "REJECT"] for h in behind]
+    rules = [["OUTPUT", "-d", h["address"], "-p", "tcp", "-m", "comment", "--comment",
+              cluster.FIREWALL_TAG, "-j", "REJECT"] for h in behind]  # tagged: see the tag
     inventory_file = tmp_path / "behind-a-bastion.yml"
     inventory_file.write_text(Path(netns["inventory"]).read_text().replace(
         "    base_port: 29500\n",

@@ -23,6 +23,10 @@ PREFIX = "dlb-node"
 PRESETS = {"1gbit": 1000, "10gbit": 10000, "100mbit": 100, "50mbit": 50}
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 INVENTORY = INVENTORIES / "netns.yml"
+# The comment on this machine's firewall rules that stand between it and the hosts for a
+# while (a test's bastion): they belong to the cluster, and `up` and `down` remove any left
+# behind by a process killed before it could, as a later `up` would otherwise fail on them.
+FIREWALL_TAG = "dlbench-netns"
 
 
 def state_dir():
@@ -62,6 +66,7 @@ def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memo
     if state_file().is_file():
         state = read_state()
         if all(host_alive(host) for host in state["hosts"]):
+            wait_for_ssh(state, seconds=5)
             write_inventory(state)  # this checkout may not have it (the state is per machine)
             if with_slurm and not state.get("slurm"):
                 start_slurm(state)
@@ -77,6 +82,7 @@ def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memo
         down()
     mbit = link_rate(network, rate, delay, loss)
     ensure_sshd()
+    remove_tagged_rules()
     started = time.monotonic()
     state = {"hosts": [], "bridge": None, "rate_mbit": mbit, "vcpus": vcpus,
              "memory_mb": memory_mb, "dir": str(state_dir())}
@@ -349,10 +355,39 @@ def wait_for_ssh(state, seconds=20):
             if ok == 0:
                 break
             if time.monotonic() > deadline:
-                raise UserError("%s (%s) does not answer over SSH" % (host["name"],
-                                                                     host["address"]),
-                                "see `invoke cluster.status`")
+                raise no_ssh_error(host)
             time.sleep(0.2)
+
+
+def no_ssh_error(host):
+    """Names this machine's firewall rules against the host, the cause found so far."""
+    rules = rules_against(host["address"])
+    if not rules:
+        return UserError("%s (%s) does not answer over SSH" % (host["name"], host["address"]),
+                         "see `invoke cluster.status`")
+    return UserError("%s (%s) does not answer over SSH: this machine's firewall refuses it "
+                     "(%s)" % (host["name"], host["address"], "; ".join(rules)),
+                     "%s, then `invoke cluster.down` and `invoke cluster.up`"
+                     % ", ".join("`iptables -D %s`" % rule[len("-A "):] for rule in rules))
+
+
+def output_rules():
+    """This machine's OUTPUT rules as `iptables -S` writes them; none without iptables."""
+    if not shutil.which("iptables"):
+        return []
+    listed = sh("iptables", "-S", "OUTPUT", check=False).stdout.splitlines()
+    return [rule for rule in listed if rule.startswith("-A ")]
+
+
+def rules_against(address):
+    return [rule for rule in output_rules() if " -d %s/32 " % address in rule + " "
+            and (" -j REJECT" in rule or " -j DROP" in rule)]
+
+
+def remove_tagged_rules():
+    for rule in output_rules():
+        if '--comment %s ' % FIREWALL_TAG in rule + " ":
+            sh("iptables", "-D", *rule.split()[1:], check=False)
 
 
 def ssh_command(state, host, command):
@@ -378,6 +413,7 @@ def write_state(state):
 def down():
     """Remove exactly what `up` recorded; safe to run twice."""
     require_root()
+    remove_tagged_rules()
     if not state_file().is_file():
         print("no emulated cluster is up: nothing to remove")
         return
