@@ -117,13 +117,13 @@ def test_a_peer_that_leaves_is_an_error_not_a_hang():
 
 
 def test_the_channel_is_a_barrier_for_the_in_turn_calibration():
-    """tensorflow-sync's barrier (agree.channel): each worker measures alone, rank after rank,
-    and nobody leaves before the last one is done."""
+    """tensorflow-sync's barrier (agree.channel): every worker prepares at once, then each
+    measures alone, rank after rank, and nobody leaves before the last one is done."""
     address = "127.0.0.1:%d" % free_port()
     configs = [{"agree_address": address, "rank": r, "world_size": 3,
                 "collective_timeout": 10} for r in (0, 1, 2)]
     peers = [agree.Agreement(address, r, 3, timeout=10) for r in (0, 1, 2)]
-    spans, left = {}, {}
+    prepared, spans, left = {}, {}, {}
 
     def measure(rank):
         started = time.time()
@@ -131,8 +131,14 @@ def test_the_channel_is_a_barrier_for_the_in_turn_calibration():
         spans[rank] = (started, time.time())
         return rank
 
+    def prepare(rank):
+        started = time.time()
+        time.sleep(0.5)
+        prepared[rank] = (started, time.time())
+        return lambda: measure(rank)
+
     def worker(rank):
-        result = loop.in_turn(configs[rank], peers[rank].barrier, lambda: measure(rank))
+        result = loop.in_turn(configs[rank], peers[rank].barrier, lambda: prepare(rank))
         left[rank] = (result, time.time())
     threads = [threading.Thread(target=worker, args=(r,)) for r in (0, 1, 2)]
     for t in threads:
@@ -140,6 +146,8 @@ def test_the_channel_is_a_barrier_for_the_in_turn_calibration():
     for t in threads:
         t.join(20)
     assert sorted(left) == [0, 1, 2] and all(left[r][0] == r for r in left)
+    assert max(s for s, _ in prepared.values()) < min(e for _, e in prepared.values())  # at once
+    assert max(e for _, e in prepared.values()) <= spans[0][0]
     assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0]  # one at a time
     assert min(t for _, t in left.values()) >= spans[2][1]
 
@@ -149,3 +157,20 @@ def test_one_channel_per_process_and_none_without_an_address():
     config = {"agree_address": address, "rank": 1, "world_size": 2, "collective_timeout": 1}
     assert agree.channel(config) is agree.channel(dict(config))
     assert agree.channel(dict(config, agree_address=None)) is None
+
+
+def test_a_prepared_calibration_runs_one_untimed_pass_then_times_only_its_own():
+    """loop.prepared: one pass at once (nothing recorded), then the warm-up and the timed
+    passes when called; the phase reads "calibrate" from the start."""
+    calls = []
+
+    class Sampler:
+        def progress(self, **fields):
+            calls.append(fields["phase"])
+    config = {"calibration_warmup": 2, "calibration_steps": 3}
+    measure = loop.prepared(config, Sampler(), lambda: calls.append("f"),
+                            lambda: calls.append("fb"), lambda: calls.append("u"))
+    assert calls == ["calibrate", "f", "fb", "u"]
+    times = measure()
+    assert calls.count("f") == 1 + 2 + 3 and calls.count("u") == 1 + 2 + 3
+    assert [len(times[k]) for k in ("forward", "backward", "update")] == [3, 3, 3]

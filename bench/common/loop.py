@@ -121,10 +121,13 @@ def endless(make_batches):
             yield batch
 
 
-def in_turn(config, barrier, measure):
-    """Run measure() on each worker alone, rank after rank, the others waiting at barrier():
-    compute is then measured without the other workers' load, which on machines shared by
-    several nodes (the local and emulated clusters) would otherwise inflate it."""
+def in_turn(config, barrier, prepare):
+    """prepare() -> measure: every worker prepares at once (a local copy of the model, one
+    untimed pass: nothing measured), then runs measure() alone, rank after rank, the others
+    waiting at barrier(): compute is then measured without the other workers' load, which on
+    machines shared by several nodes (the local and emulated clusters) would otherwise inflate
+    it. Preparing in turn too cost a tensorflow-sync ResNet-50 cell about 6 s."""
+    measure = prepare()
     result = None
     for rank in range(config["world_size"]):
         barrier()
@@ -132,6 +135,18 @@ def in_turn(config, barrier, measure):
             result = measure()
     barrier()
     return result
+
+
+def prepared(config, sampler, forward, forward_backward, update=None):
+    """A calibration ready to run: one pass now, untimed (TensorFlow traces its functions and
+    MXNet allocates on the first call, seconds for a large network), the timed passes when the
+    returned function is called (calibrate)."""
+    sampler.progress(phase="calibrate")
+    forward()
+    forward_backward()
+    if update is not None:
+        update()
+    return lambda: calibrate(config, sampler, forward, forward_backward, update)
 
 
 def calibrate(config, sampler, forward, forward_backward, update=None):

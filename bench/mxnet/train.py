@@ -76,7 +76,7 @@ def make_step(config, net, trainer):
     return step
 
 
-def calibrate(config, sampler, net, batch):
+def prepare_calibration(config, sampler, net, batch):
     """A local copy of the network with a local trainer: no KVStore, no servers."""
     local = build(config, batch[0].shape)
     with tempfile.NamedTemporaryFile(suffix=".params") as handle:
@@ -101,7 +101,7 @@ def calibrate(config, sampler, net, batch):
         trainer.step(config["local_batch"])
         mx.nd.waitall()
 
-    return loop.calibrate(config, sampler, forward, forward_backward, update)
+    return loop.prepared(config, sampler, forward, forward_backward, update)
 
 
 def train(config, sampler):
@@ -122,7 +122,7 @@ def train(config, sampler):
         samemath.write_weights(config, models.canonical(net), samemath.FINAL)
         result["math"] = samemath.record(config)
     calibration = loop.in_turn(config, kvstore._barrier,
-                               lambda: calibrate(config, sampler, net, batch))
+                               lambda: prepare_calibration(config, sampler, net, batch))
     result.update(calibration=calibration, parameters=models.parameter_count(net),
                   kvstore_rank=kvstore.rank,
                   summary=summarise(result["steps"], calibration, worker_updates=False))

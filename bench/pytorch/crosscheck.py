@@ -15,7 +15,7 @@ from torch.autograd import profiler as autograd_profiler
 from bench.common import cellconfig, timer
 from bench.common.sampler import Sampler
 from bench.pytorch import data, models
-from bench.pytorch.train import calibrate, optimiser
+from bench.pytorch.train import prepare_calibration, optimiser
 
 PHASES = ("phase_forward", "phase_backward", "phase_update")
 
@@ -58,7 +58,8 @@ def main(argv):
     model = models.build(config["network"], config["classes"])
     batch = next(iter(data.loader(config)))
     sampler = Sampler(config["out_dir"], config["sample_interval"], None, 0).start()
-    calibration = calibrate(dict(config, calibration_steps=steps), sampler, model, batch)
+    calibration = prepare_calibration(dict(config, calibration_steps=steps), sampler, model,
+                                      batch)()
     sampler.stop("succeeded")
     profiled = profiled_steps(model, batch, steps, config)
     print(json.dumps({

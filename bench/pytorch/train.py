@@ -42,7 +42,7 @@ def make_step(config, ddp):
     return step
 
 
-def calibrate(config, sampler, module, batch):
+def prepare_calibration(config, sampler, module, batch):
     """A plain local copy of the model: no DDP hooks, so no all-reduce or buffer broadcast."""
     local = copy.deepcopy(module)
     opt = optimiser(config, local)
@@ -56,7 +56,7 @@ def calibrate(config, sampler, module, batch):
         opt.zero_grad()
         criterion(local(x), y).backward()
 
-    return loop.calibrate(config, sampler, forward, forward_backward, opt.step)
+    return loop.prepared(config, sampler, forward, forward_backward, opt.step)
 
 
 def ddp_options(model):
@@ -94,7 +94,7 @@ def train(config, sampler):
         samemath.write_weights(config, models.canonical(model), samemath.FINAL)
         result["math"] = samemath.record(config)
     calibration = loop.in_turn(config, dist.barrier,
-                               lambda: calibrate(config, sampler, model, batch))
+                               lambda: prepare_calibration(config, sampler, model, batch))
     result.update(calibration=calibration, parameters=models.parameter_count(model),
                   summary=summarise(result["steps"], calibration, worker_updates=True))
     if profile.wanted(config):
