@@ -357,7 +357,7 @@ def train_async(config, sampler):
 def profile_async(config, sampler, coordinator, fn, iterator, step_estimate):
     """The profiled steps: scheduled as the timed ones, while the servers are traced. The
     closures still queued when the trace returns are left, not joined: joining them took
-    about 20 s more than the trace in 6 of 18 cells of a verdict matrix, at 0% CPU, and what
+    11-22 s more than the trace in 5 of 18 cells of a verdict matrix, at 0% CPU, and what
     the profile reports was taken already. The chief leaves with os._exit (main)."""
     pending = []
 
