@@ -146,17 +146,17 @@ def prepared(config, sampler, forward, forward_backward, update=None):
     forward_backward()
     if update is not None:
         update()
-    return lambda: calibrate(config, sampler, forward, forward_backward, update)
+    return lambda: calibrate(config, forward, forward_backward, update)
 
 
-def calibrate(config, sampler, forward, forward_backward, update=None):
-    """Compute with communication off, on this node: median-ready lists of seconds.
+def calibrate(config, forward, forward_backward, update=None):
+    """Compute with communication off, on this node: median-ready lists of seconds (the
+    phase already reads "calibrate": prepared()).
 
     forward() and forward_backward() each run (and synchronise) one pass on a local copy of the
     model with a fixed batch; update() applies one local weight update, where the worker does
     that itself. backward = forward_backward - forward, per repetition.
     """
-    sampler.progress(phase="calibrate")
     times = {"forward": [], "backward": [], "update": []}
     # at least calibration_steps repetitions and at least calibration_seconds: for a small
     # network, a median over 10 passes of 5 ms spans 50 ms, shorter than one hiccup of a shared
