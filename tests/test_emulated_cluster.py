@@ -90,6 +90,37 @@ def test_host_keys_are_checked(netns, tmp_path):
     assert good.run("ip -br addr show eth0").stdout.split()[2].startswith(host.address)
 
 
+def test_a_poll_runs_no_command_on_the_node(netns, tmp_path, monkeypatch):
+    """A poll reads and touches through the connection's SFTP session: a command would start
+    the user's shell, and this machine's root ~/.bashrc (pyenv's init) made that about 100 ms
+    of the node's CPU per poll, which the cells' interference figures counted. A node that
+    refuses SFTP is polled with the command."""
+    node = nodes.SshNode(inventory.load("netns").hosts[1])
+    folder = tmp_path / "role's folder"  # the hosts share this machine's disk
+    folder.mkdir()
+    (folder / "progress.json").write_text('{"step": 3}')
+    (folder / "rc").write_text("0\n")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        node.run("true")  # connected
+        wanted = ('{"step": 3}', "S", "0\n")
+
+        def refused(*args, **kwargs):
+            raise AssertionError("a poll ran a command on the node")
+        with monkeypatch.context() as patched:
+            patched.setattr(node, "run", refused)
+            assert node.poll_files(str(folder), sleeper.pid) == wanted
+            assert time.time() - (folder / "lease").stat().st_mtime < 5
+            assert node.poll_files(str(tmp_path / "gone"), sleeper.pid) == ("", "S", "")
+        node.close()
+        node._runner()  # a new connection, whose SFTP the node refuses
+        monkeypatch.setattr(node._conn, "sftp", lambda: refused())
+        progress, state, rc = node.poll_files(str(folder), sleeper.pid)
+        assert (progress.strip(), state.strip()[:1], rc.strip()) == ('{"step": 3}', "S", "0")
+    finally:
+        sleeper.kill()
+
+
 def test_five_system_modes_over_ssh(netns, tmp_path):
     invoke("bench", "--inventory", "netns", "--results", str(tmp_path))
     run, records = records_of(tmp_path)

@@ -41,6 +41,39 @@ def test_kill_escalates_when_term_is_ignored(tmp_path):
     assert node.group_members(pid) == []
 
 
+def test_roles_start_in_one_command_and_a_failure_keeps_the_pids_started(tmp_path):
+    """launch.start starts a node's roles in one command (over SSH each command starts the
+    user's shell); those started before a folder that is not there keep their pids, so that
+    the cell's cleanup stops them."""
+    node = local_node()
+    folders = [tmp_path / "it's a role", tmp_path / "second", tmp_path / "missing"]
+    for folder in folders[:2]:
+        folder.mkdir()
+        (folder / "job.sh").write_text("echo started > out.txt\nsleep 300\n")
+    started = node.start_roles([str(f) for f in folders[:2]], "job.sh", "log.txt")
+    pids = list(started)
+    assert len(pids) == 2 and all(node.is_alive(pid) for pid in pids)
+    failing = node.start_roles([str(f) for f in folders], "job.sh", "log.txt")
+    kept = []
+    try:
+        for pid in failing:
+            kept.append(pid)
+        raise AssertionError("a missing folder did not fail the start")
+    except UserError as exc:
+        assert "2 of 3 roles started" in str(exc) and "missing" in str(exc)
+    assert len(kept) == 2 and all(node.is_alive(pid) for pid in kept)
+    for pid in pids + kept:
+        assert node.kill(pid, grace=5) == []
+    assert (folders[0] / "out.txt").read_text() == "started\n"
+
+
+def test_a_proc_stat_text_gives_the_state_letter_after_any_name():
+    text = "4242 (a) b) (c) S 1 4242 4242 0 -1 4194560"  # a name may hold ") ("
+    assert nodes.state_letter(text) == "S"
+    assert nodes.state_letter("") == "" and nodes.state_letter("4242 (x)") == ""
+    assert nodes.alive(nodes.state_letter("1 (init) Z 0")) is False
+
+
 def test_missing_cwd_fails_instead_of_running_elsewhere(tmp_path):
     node = local_node()
     result = node.run("cd %s || exit 97" % (tmp_path / "nope"), check=False)

@@ -19,6 +19,7 @@ from contract.errors import UserError
 from contract import nodefolder
 
 STATE = "ps -o stat= -p %d"  # a process's state; empty when it is gone
+PID_MARK = "dlbench-pid "  # before each started role's pid: a ~/.bashrc may print too
 
 
 def _read(path):
@@ -31,10 +32,16 @@ def _read(path):
 def _stat_state(pid):
     """What STATE prints for a local pid, from /proc: its state letter, "" when gone."""
     try:
-        text = Path("/proc/%d/stat" % pid).read_text()
+        return state_letter(Path("/proc/%d/stat" % pid).read_text())
     except OSError:
         return ""
-    return text.rsplit(")", 1)[1].split()[0]
+
+
+def state_letter(stat_text):
+    """The state field of a /proc/<pid>/stat text ("" for none): after the command's name,
+    which may itself hold spaces and parentheses."""
+    fields = stat_text.rsplit(")", 1)[1].split() if ")" in stat_text else []
+    return fields[0] if fields else ""
 
 
 REACH_EVERY = 2.0  # s between two asks of a host's kernel while a bounded call waits
@@ -125,10 +132,26 @@ class Node:
 
     def start_background(self, script, cwd, log):
         """Run `bash script` in cwd as a new session; returns its pid (= its process group)."""
+        (pid,) = list(self.start_roles([cwd], script, log))
+        return pid
+
+    def start_roles(self, folders, script, log):
+        """start_background in each folder, in order, in one command: over SSH each command
+        starts the user's shell on the node. Yields each pid, so that a caller keeps those of
+        the roles started before a failure."""
         # `cd` on its own line: `a && b &` would background a subshell, whose pid is not b's.
-        command = "cd %s || exit 97\nsetsid bash %s > %s 2>&1 < /dev/null & echo $!" % (
-            q(cwd), q(script), q(log))
-        return int(self.run(command).stdout.strip().splitlines()[-1])
+        command = "\n".join(
+            "cd %s || exit 97\nsetsid bash %s > %s 2>&1 < /dev/null & echo %s$!"
+            % (q(cwd), q(script), q(log), PID_MARK) for cwd in folders)
+        done = self.run(command, check=False)
+        pids = [int(line[len(PID_MARK):]) for line in done.stdout.splitlines()
+                if line.startswith(PID_MARK)]
+        for pid in pids:
+            yield pid
+        if len(pids) != len(folders):  # those started run on: the caller stops them
+            raise UserError("%s: %d of %d roles started (exit %d) in %s\n%s"
+                            % (self.name, len(pids), len(folders), done.exited,
+                               " ".join(folders), done.stderr.strip()[-2000:]))
 
     def is_alive(self, pid):
         return alive(self.run(STATE % pid, check=False).stdout)
@@ -237,11 +260,45 @@ class SshNode(Node):
     def __init__(self, host):
         super().__init__(host)
         self._conn = None
+        self._sftp_refused = False
 
     def _runner(self):
         if self._conn is None:
             self._conn = self._connect()
+            self._sftp_refused = False  # a new connection asks again
         return self._conn
+
+    def poll_files(self, out_dir, pid):
+        """As Node's, but through the connection's SFTP session, which starts nothing on the
+        node: a command per process and second starts the user's shell, and a shell whose
+        ~/.bashrc initialises pyenv or conda took about 100 ms of the node's CPU per poll
+        (2-3 ms through SFTP), which the cell's interference figures then counted as another
+        program's (docs/methodology.md, "Interference"). A node that refuses SFTP is polled
+        with the command."""
+        sftp = self._sftp()
+        if sftp is None:
+            return super().poll_files(out_dir, pid)
+        folder = str(out_dir).rstrip("/") + "/"
+        try:
+            _sftp_touch(sftp, folder + nodefolder.LEASE)
+            return (_sftp_read(sftp, folder + nodefolder.PROGRESS),
+                    state_letter(_sftp_read(sftp, "/proc/%d/stat" % pid)),
+                    _sftp_read(sftp, folder + nodefolder.EXIT_CODE))
+        except Exception as exc:  # noqa: BLE001 (paramiko's and the socket's: the link)
+            self.drop()
+            raise UserError("%s did not answer its poll: %s" % (self.name, exc or
+                                                               type(exc).__name__))
+
+    def _sftp(self):
+        """The connection's SFTP session, or None where the node refused one."""
+        conn = self._runner()
+        if self._sftp_refused:
+            return None
+        try:
+            return conn.sftp()
+        except Exception:  # noqa: BLE001 (paramiko's: no sftp subsystem there)
+            self._sftp_refused = True
+            return None
 
     def _connect(self):
         import fabric
@@ -313,6 +370,27 @@ class SshNode(Node):
             return False
 
 
+def _sftp_read(sftp, path):
+    """A file's text through SFTP, "" where it is not there or not readable (as `cat`)."""
+    try:
+        with sftp.open(path) as handle:
+            return handle.read().decode(errors="replace")
+    except (FileNotFoundError, PermissionError):
+        return ""
+
+
+def _sftp_touch(sftp, path):
+    """`touch` through SFTP: the modification time set to now, the file made if missing;
+    nothing where its folder is not there (as the command's `cd ... &&`)."""
+    try:
+        sftp.utime(path, None)
+    except FileNotFoundError:
+        try:
+            sftp.open(path, "a").close()
+        except (FileNotFoundError, PermissionError):
+            pass
+
+
 class SlurmNode(Node):
     """A node of a Slurm allocation: each command is a job step on it (srun --overlap, so it
     runs beside the roles' steps), and each role is a job step of its own, which stopping
@@ -363,6 +441,11 @@ class SlurmNode(Node):
         client.kill()
         raise UserError("%s: the job step for %s did not start" % (self.name, script),
                         "check `squeue -s -j %s` and the node's slurmd log" % self.job)
+
+    def start_roles(self, folders, script, log):
+        """Each role a job step of its own (start_background), in order."""
+        for cwd in folders:
+            yield self.start_background(script, cwd, log)
 
     def unusable(self, fresh=False):
         """The node drained, down or failed, or the allocation over (time limit, cancelled),

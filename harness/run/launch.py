@@ -162,21 +162,48 @@ def sharing(cell, nodes, node):
 
 
 def start(processes):
+    """Each node's role folders made afresh with their files in one command, then its roles
+    started in one more, in the cell's order. Over SSH each command starts the user's shell
+    on the node, about 100 ms of its CPU where ~/.bashrc initialises pyenv or conda: one
+    command per file and role counted as another program's CPU in the windows of the roles
+    started first (docs/methodology.md, "Interference")."""
+    nodes = by_node(processes)
+    for node, procs in nodes:
+        node.run("set -e\n" + "\n".join(folder_command(proc) for proc in procs))
+    for node, procs in nodes:
+        started = node.start_roles([proc.out_dir for proc in procs], nodefolder.SCRIPT,
+                                   nodefolder.LOG)
+        for proc, pid in zip(procs, started):
+            proc.pid = pid
+
+
+def by_node(processes):
+    """[(node, its processes in the given order)], the nodes in the order they first appear."""
+    grouped = {}
     for proc in processes:
-        # an earlier attempt's files (fetched already) must not be read as this one's: its rc
-        proc.node.run("rm -rf %s && mkdir -p %s" % (shlex.quote(proc.out_dir),
-                                                    shlex.quote(proc.out_dir)))
-        write_file(proc.node, proc.out_dir + "/" + nodefolder.SCRIPT, proc.script)
-        write_file(proc.node, proc.out_dir + "/" + nodefolder.CELL_CONFIG,
-                   json.dumps(proc.config, indent=1))
-    for proc in processes:
-        proc.pid = proc.node.start_background(nodefolder.SCRIPT, proc.out_dir, nodefolder.LOG)
+        grouped.setdefault(id(proc.node), (proc.node, []))[1].append(proc)
+    return list(grouped.values())
+
+
+def folder_command(proc):
+    """The shell lines that make the role's folder afresh (an earlier attempt's files, fetched
+    already, must not be read as this one's: its rc) and write its script and cell.json."""
+    folder = shlex.quote(proc.out_dir)
+    return "\n".join([
+        "rm -rf %s\nmkdir -p %s" % (folder, folder),
+        file_command(proc.out_dir + "/" + nodefolder.SCRIPT, proc.script),
+        file_command(proc.out_dir + "/" + nodefolder.CELL_CONFIG,
+                     json.dumps(proc.config, indent=1))])
+
+
+def file_command(path, text):
+    quoted = shlex.quote(path)
+    return "cat > %s.tmp <<'DLBENCH_EOF'\n%sDLBENCH_EOF\nmv %s.tmp %s" % (
+        quoted, text if text.endswith("\n") else text + "\n", quoted, quoted)
 
 
 def write_file(node, path, text):
-    quoted = shlex.quote(path)
-    node.run("cat > %s.tmp <<'DLBENCH_EOF'\n%sDLBENCH_EOF\nmv %s.tmp %s"
-             % (quoted, text if text.endswith("\n") else text + "\n", quoted, quoted))
+    node.run(file_command(path, text))
 
 
 def poll(proc, slowness=1.0):
