@@ -1,7 +1,9 @@
 """The local node: background processes are started as a group and killed by recorded pid."""
+import os
 import time
 
 import psutil
+import pytest
 
 from harness.nodes import inventory, access as nodes
 from contract.errors import UserError
@@ -65,6 +67,80 @@ def test_roles_start_in_one_command_and_a_failure_keeps_the_pids_started(tmp_pat
     for pid in pids + kept:
         assert node.kill(pid, grace=5) == []
     assert (folders[0] / "out.txt").read_text() == "started\n"
+
+
+class CountingNode(nodes.LocalNode):
+    """A local node that keeps the commands it was sent."""
+
+    def __init__(self, host):
+        super().__init__(host)
+        self.commands = []
+
+    def run(self, command, timeout=None, check=True):
+        self.commands.append(command)
+        return super().run(command, timeout, check)
+
+
+def test_a_cell_starts_with_two_commands_per_node(tmp_path):
+    """Folders and files in one command per node, the roles' starts in one more (over SSH
+    each command starts the user's shell: about 100 ms of the node's CPU with pyenv's init)."""
+    hosts = inventory.load("local").hosts
+    first, second = CountingNode(hosts[0]), CountingNode(hosts[1])
+    script = "echo \"$(cat cell.json)\" >> %s\nsleep 60\n" % (tmp_path / "order")
+    roles = [(first, "server", 0), (second, "server", 1), (first, "worker", 0),
+             (second, "worker", 1)]
+    processes = [launch.Process(node, role, rank, str(tmp_path / ("%s's %s-%d" % (
+        node.name, role, rank))), script=script, config={"role": role})
+        for node, role, rank in roles]
+    launch.start(processes)
+    try:
+        assert len(first.commands) == 2 and len(second.commands) == 2
+        assert all(p.pid and first.is_alive(p.pid) for p in processes)
+        assert len({p.pid for p in processes}) == 4
+        order, deadline = tmp_path / "order", time.time() + 5
+        while (not order.exists() or order.read_text().count('"role"') < 4) and \
+                time.time() < deadline:
+            time.sleep(0.05)
+        assert order.read_text().count('"role"') == 4  # each ran its script, its cell.json there
+    finally:
+        for proc in processes:
+            first.kill(proc.pid, grace=5)
+
+
+class FakeSftp:
+    """The calls of paramiko's SFTPClient that a poll makes, on this machine's files."""
+
+    def __init__(self, fail=None):
+        self.fail, self.calls = fail, []
+
+    def open(self, path, mode="r"):
+        self.calls.append((path, mode))
+        if self.fail is not None:
+            raise self.fail
+        return open(path, mode + "b")
+
+    def utime(self, path, times):
+        raise AssertionError("utime sends the controller's clock, not the node's")
+
+
+def test_an_sftp_poll_touches_by_the_nodes_clock_and_tells_a_file_from_the_link(tmp_path):
+    """The lease's age is the node's clock less the file's time: the file is emptied on the
+    node (its kernel sets the time), never stamped with this machine's time. A file that is
+    not there or not readable is "" as `cat` gives; a link that fails is raised."""
+    import socket
+    lease = tmp_path / "lease"
+    assert nodes._sftp_touch(FakeSftp(), str(lease)) and lease.exists()
+    os.utime(lease, (0, 0))
+    assert nodes._sftp_touch(FakeSftp(), str(lease)) and time.time() - lease.stat().st_mtime < 5
+    assert nodes._sftp_touch(FakeSftp(), str(tmp_path / "gone" / "lease"))  # as `cd ... &&`
+    assert not nodes._sftp_touch(FakeSftp(PermissionError(13, "read-only")), str(lease))
+    (tmp_path / "rc").write_text("0\n")
+    assert nodes._sftp_read(FakeSftp(), str(tmp_path / "rc")) == "0\n"
+    assert nodes._sftp_read(FakeSftp(), str(tmp_path / "none")) == ""
+    assert nodes._sftp_read(FakeSftp(OSError("Failure")), "/proc/1/stat") == ""
+    for link in (ConnectionResetError(104, "reset"), socket.timeout("timed out"), EOFError()):
+        with pytest.raises(type(link)):
+            nodes._sftp_read(FakeSftp(link), str(tmp_path / "rc"))
 
 
 def test_a_proc_stat_text_gives_the_state_letter_after_any_name():

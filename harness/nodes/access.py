@@ -20,6 +20,7 @@ from contract import nodefolder
 
 STATE = "ps -o stat= -p %d"  # a process's state; empty when it is gone
 PID_MARK = "dlbench-pid "  # before each started role's pid: a ~/.bashrc may print too
+SFTP_RETRY = 60.0  # s before a connection that refused SFTP is asked again
 
 
 def _read(path):
@@ -144,8 +145,7 @@ class Node:
             "cd %s || exit 97\nsetsid bash %s > %s 2>&1 < /dev/null & echo %s$!"
             % (q(cwd), q(script), q(log), PID_MARK) for cwd in folders)
         done = self.run(command, check=False)
-        pids = [int(line[len(PID_MARK):]) for line in done.stdout.splitlines()
-                if line.startswith(PID_MARK)]
+        pids = [int(pid) for pid in re.findall(re.escape(PID_MARK) + r"(\d+)", done.stdout)]
         for pid in pids:
             yield pid
         if len(pids) != len(folders):  # those started run on: the caller stops them
@@ -260,12 +260,11 @@ class SshNode(Node):
     def __init__(self, host):
         super().__init__(host)
         self._conn = None
-        self._sftp_refused = False
+        self._sftp_refused = (None, 0.0)  # (the connection that refused SFTP, when)
 
     def _runner(self):
         if self._conn is None:
             self._conn = self._connect()
-            self._sftp_refused = False  # a new connection asks again
         return self._conn
 
     def poll_files(self, out_dir, pid):
@@ -273,31 +272,35 @@ class SshNode(Node):
         node: a command per process and second starts the user's shell, and a shell whose
         ~/.bashrc initialises pyenv or conda took about 100 ms of the node's CPU per poll
         (2-3 ms through SFTP), which the cell's interference figures then counted as another
-        program's (docs/methodology.md, "Interference"). A node that refuses SFTP is polled
-        with the command."""
-        sftp = self._sftp()
-        if sftp is None:
-            return super().poll_files(out_dir, pid)
+        program's (docs/methodology.md, "Interference"). A node that refuses SFTP, or lets it
+        write nothing, is polled with the command."""
+        conn = self._runner()
+        sftp = self._sftp(conn)
         folder = str(out_dir).rstrip("/") + "/"
         try:
-            _sftp_touch(sftp, folder + nodefolder.LEASE)
-            return (_sftp_read(sftp, folder + nodefolder.PROGRESS),
-                    state_letter(_sftp_read(sftp, "/proc/%d/stat" % pid)),
-                    _sftp_read(sftp, folder + nodefolder.EXIT_CODE))
+            if sftp is not None and _sftp_touch(sftp, folder + nodefolder.LEASE):
+                return (_sftp_read(sftp, folder + nodefolder.PROGRESS),
+                        state_letter(_sftp_read(sftp, "/proc/%d/stat" % pid)),
+                        _sftp_read(sftp, folder + nodefolder.EXIT_CODE))
         except Exception as exc:  # noqa: BLE001 (paramiko's and the socket's: the link)
-            self.drop()
-            raise UserError("%s did not answer its poll: %s" % (self.name, exc or
-                                                               type(exc).__name__))
+            if self._conn is conn:  # not one a later poll made after this one hung
+                self.drop()
+            raise UserError("%s did not answer its poll: %s" % (
+                self.name, str(exc) or type(exc).__name__))
+        if sftp is not None:
+            self._sftp_refused = (conn, time.monotonic())
+        return super().poll_files(out_dir, pid)
 
-    def _sftp(self):
-        """The connection's SFTP session, or None where the node refused one."""
-        conn = self._runner()
-        if self._sftp_refused:
+    def _sftp(self, conn):
+        """The connection's SFTP session, or None where it refused one (or could not write)
+        less than SFTP_RETRY seconds ago: a refusal may have been the link's."""
+        refused, when = self._sftp_refused
+        if refused is conn and time.monotonic() - when < SFTP_RETRY:
             return None
         try:
             return conn.sftp()
         except Exception:  # noqa: BLE001 (paramiko's: no sftp subsystem there)
-            self._sftp_refused = True
+            self._sftp_refused = (conn, time.monotonic())
             return None
 
     def _connect(self):
@@ -371,24 +374,37 @@ class SshNode(Node):
 
 
 def _sftp_read(sftp, path):
-    """A file's text through SFTP, "" where it is not there or not readable (as `cat`)."""
+    """A file's text through SFTP, "" where it is not there or cannot be read (as `cat`): an
+    error the server answered with, not one of the link's, which is raised."""
     try:
         with sftp.open(path) as handle:
             return handle.read().decode(errors="replace")
-    except (FileNotFoundError, PermissionError):
-        return ""
+    except OSError as exc:
+        if _answered(exc):
+            return ""
+        raise
 
 
 def _sftp_touch(sftp, path):
-    """`touch` through SFTP: the modification time set to now, the file made if missing;
+    """`touch` through SFTP, as the node's clock says (a role's lease compares the file's time
+    with the node's clock; SFTP's own utime would send this machine's): opening the file to
+    write it empties it, which sets its time, and makes it where missing. True, or False
+    where the server lets nothing be written (the caller then polls with the command);
     nothing where its folder is not there (as the command's `cd ... &&`)."""
     try:
-        sftp.utime(path, None)
-    except FileNotFoundError:
-        try:
-            sftp.open(path, "a").close()
-        except (FileNotFoundError, PermissionError):
-            pass
+        sftp.open(path, "w").close()
+    except OSError as exc:
+        if isinstance(exc, PermissionError):
+            return False
+        if not _answered(exc):
+            raise
+    return True
+
+
+def _answered(exc):
+    """Whether an SFTP error is the server's answer about a file (missing, refused, or its
+    generic failure, as a /proc file whose process just left), not the link failing."""
+    return isinstance(exc, (FileNotFoundError, PermissionError)) or type(exc) is OSError
 
 
 class SlurmNode(Node):
