@@ -13,7 +13,9 @@ collect and analyze 210 s, the destroyed-VM cell 42 s, `vagrant.down` 10 s. On a
 seeding it with PyPI's pip 69 s, the shard 34 s, 36 other Ansible tasks about 140 s), the
 12-step cell 594 s, the destroyed-VM cell 76 s. With the cell at 4 steps, the same day:
 16 min 46 s and 18 min 15 s (the box built again in each, about 60 s; the cell's test 403
-and 447 s). The run resuming once the destroyed VM is up again
+and 447 s). With 1 timed calibration pass on emulated CPUs, polls through SFTP and each VM's
+roles started in two commands (2026-11-26, CI's run): 13 min 54 s, the cell's test 264 s.
+The run resuming once the destroyed VM is up again
 (provisioning it again, the 60-step cell again: about 16 min more) runs with
 DLBENCH_VM_E2E=1; `pytest -s` prints each step's time, and `invoke vm-bench` times a cold
 start.
