@@ -272,3 +272,12 @@ def test_a_bounded_call_on_a_busy_host_that_answers_tcp_waits_its_whole_bound():
         assert "did not answer within 3 s" in str(exc.cause)
     assert 2.9 < time.monotonic() - began < 4.0 and node.dropped == 1
     assert node.bounded(lambda: 7, 3.0, reach=3.0) == 7
+
+
+def test_a_failed_command_is_named_shortened():
+    """A role's start carries its scripts: the error names the command's start, not kilobytes."""
+    node = local_node()
+    with pytest.raises(UserError) as failed:
+        node.run("false\n#" + "x" * 5000)
+    assert "command failed (exit 1): false" in str(failed.value)
+    assert "(4707 characters more)" in str(failed.value) and len(str(failed.value)) < 500

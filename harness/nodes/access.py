@@ -38,6 +38,13 @@ def _stat_state(pid):
         return ""
 
 
+def shortened(command, limit=300):
+    """A command as an error names it: a role's start carries its scripts (kilobytes)."""
+    if len(command) <= limit:
+        return command
+    return "%s ... (%d characters more)" % (command[:limit], len(command) - limit)
+
+
 def state_letter(stat_text):
     """The state field of a /proc/<pid>/stat text ("" for none): after the command's name,
     which may itself hold spaces and parentheses."""
@@ -81,7 +88,8 @@ class Node:
                                     in_stream=False)
         if check and result.exited != 0:
             raise UserError("%s: command failed (exit %d): %s\n%s"
-                            % (self.name, result.exited, command, result.stderr.strip()[-2000:]))
+                            % (self.name, result.exited, shortened(command),
+                               result.stderr.strip()[-2000:]))
         return result
 
     def bounded(self, function, seconds, reach=None):
