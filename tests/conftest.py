@@ -13,6 +13,10 @@ INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
 # subject is rarely the probe, and five rounds cost 15-30 s a bench. The probe's own tests
 # ask for the five (tests/test_contention.py, tests/test_emulated_cluster.py).
 os.environ.setdefault("DLBENCH_PROBE_ROUNDS", "1")
+# The roles' lease (harness/run/settings.py) near its floor, for a test that waits for roles
+# cut off from the controller to stop themselves, rather than waiting out the default 30 s
+LEASE = 12
+SHORT_LEASE = {"DLBENCH_LEASE_SECONDS": str(LEASE)}
 
 
 def invoke(*args, check=True, env=None):

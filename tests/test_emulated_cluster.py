@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 
 from harness.nodes import inventory, access as nodes
-from harness.run import launch
 from harness.plan import matrix
 from harness.clusters import emulated as cluster
 from selfcheck import faults
 from contract.errors import UserError
 from harness.paths import REPO
-from tests.conftest import INVOKE, invoke, provision_bench_collect
+from tests.conftest import INVOKE, LEASE, SHORT_LEASE, invoke, provision_bench_collect
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
@@ -209,12 +208,13 @@ def worker_means(records):
 def test_a_cut_link_fails_the_cell_and_leaves_no_process(netns, tmp_path, capsys):
     """`ip link set ... down` on node 3's link while a cell trains: the harness notices within
     the bound, stops what it can reach, node 3's roles stop themselves when their lease runs
-    out, and once the link is back the next cell runs."""
+    out (shortened to LEASE s), and once the link is back the next cell runs."""
     run_id = "cut-link-%d" % time.time()  # the nodes keep earlier runs' folders
     command = [INVOKE, "bench", "--inventory", "netns", "--run", run_id, "--systems",
                "pytorch-sync", "--steps", "300", "--repeats", "2", "--results", str(tmp_path)]
     bench = subprocess.Popen(command, cwd=str(REPO), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+                             stderr=subprocess.STDOUT, text=True,
+                             env=dict(os.environ, **SHORT_LEASE))
     cells = matrix.plan("smoke", 3, systems="pytorch-sync", steps=300, repeats=2)
     hosts = inventory.load("netns")
     all_nodes = nodes.connect_all(hosts)
@@ -245,7 +245,7 @@ def test_a_cut_link_fails_the_cell_and_leaves_no_process(netns, tmp_path, capsys
     assert first["detected"] - cut <= 10.0, (first["detected"] - cut, first["reason"])
     second = json.loads((tmp_path / run_id / cells[1].id / "status.json").read_text())
     assert second["status"] == "succeeded", text
-    deadline = time.monotonic() + launch.LEASE_SECONDS + 20
+    deadline = time.monotonic() + LEASE + 20
     while sum(len(p) for p in faults.strays(all_nodes, run_id).values()):
         assert time.monotonic() < deadline, faults.strays(all_nodes, run_id)
         time.sleep(1)
