@@ -10,9 +10,10 @@
   not measured    no measurement
 
 Beside it, for a ratio claim, the direction alone ("TensorFlow slower"): holds, contradicted
-or unclear by the same interval against 1. A claim averaged over benchmarks takes the
-geometric mean of the per-benchmark ratios (the paper does not say how it averaged; the
-arithmetic mean is in the basis). Every row names the deviations of the setup from the
+or unclear by the same interval against 1; not judged where the verdict is partial or not
+comparable (the measured part's direction is in the basis). A claim averaged over benchmarks
+takes the geometric mean of the per-benchmark ratios (the paper does not say how it averaged;
+the arithmetic mean is in the basis). Every row names the deviations of the setup from the
 paper's that bear on it (testbed.py).
 """
 import re
@@ -228,14 +229,26 @@ def _judge(row, verdict, measured, of):
     benchmarks were measured; the interval's own verdict then stays in the basis (and in
     `interval_verdict`, which a comparison of two runs reads)."""
     row = dict(row, interval_verdict=verdict)
+    seen = ", direction %s" % row["direction"] if row.get("direction") else ""
     if any(d["key"] in NOT_COMPARABLE for d in row["deviation_list"]):  # partial stays seen
         return dict(row, verdict="not comparable" + (" (partial, %d of %d)" % (measured, of)
                                                       if measured < of else ""),
-                    basis="%s; the interval alone: %s" % (row["basis"], verdict))
+                    direction=_not_judged(row, measured, of),
+                    basis="%s; the interval alone: %s%s" % (row["basis"], verdict, seen))
     if measured < of:
         return dict(row, verdict="partial (%d of %d)" % (measured, of),
-                    basis="%s; on those: %s" % (row["basis"], verdict))
+                    direction=_not_judged(row, measured, of),
+                    basis="%s; on those: %s%s" % (row["basis"], verdict, seen))
     return dict(row, verdict=verdict)
+
+
+def _not_judged(row, measured, of):
+    """The direction column of a claim the run cannot judge: an average over benchmarks seen
+    on some of them only (the paper names LeNet-5 as an exception to its averages, V-A, V-B),
+    or a setup that cannot support it. What the measured part said stays in the basis."""
+    if not row.get("direction"):
+        return ""
+    return "not judged" + (" (%d of %d)" % (measured, of) if measured < of else "")
 
 
 def _floor_key(kind):
@@ -275,12 +288,12 @@ def _table_v_claim(claim, values, benchmarks, context):
         row = ratio_claim(claim, pooled, ["table-v"], context, "communication")
         counts = [pooled[("table-v", claim[k])]["count"] for k in ("numerator", "denominator")
                   if ("table-v", claim[k]) in pooled]
-        if counts and min(counts) < len(benchmarks) and row["verdict"] not in (
-                "not measured", "not comparable", "inconclusive"):
-            row = dict(row, verdict="partial (%d of %d)" % (min(counts), len(benchmarks)))
-        elif counts and min(counts) < len(benchmarks) and row["verdict"] == "not comparable":
+        partial = counts and min(counts) < len(benchmarks)
+        if partial and row["verdict"] == "not comparable":
             row = dict(row, verdict="not comparable (partial, %d of %d)" % (
-                min(counts), len(benchmarks)))
+                min(counts), len(benchmarks)), direction=_not_judged(row, 1, 1))
+        elif partial and "interval_verdict" in row:  # inconclusive too: partial is seen first
+            row = _judge(row, row["interval_verdict"], min(counts), len(benchmarks))
         return row
     here = {s: v for (b, s), v in pooled.items() if s in claim["among"]}
     return _order(_row(claim, None, None, context, "communication"), here, [claim["least"]],
