@@ -37,8 +37,13 @@ def _read(path):
 
 
 def peak_table(records):
-    """Largest RSS per system-mode and role, over cells and processes (MB)."""
-    peaks = records[records.metric == "peak_rss_mb"]
+    """Largest RSS per system-mode and role, over cells and processes (MB): with the
+    process's forked loaders (peak_rss_mb), and its own (peak_own_rss_mb, what the memory
+    claims compare: tidy.py), NaN where a run did not record it."""
+    columns = ["system", "role", "peak_rss_mb", "peak_own_rss_mb"]
+    peaks = records[records.metric.isin(columns[2:])]
     if peaks.empty:
-        return pd.DataFrame(columns=["system", "role", "peak_rss_mb"])
-    return peaks.groupby(["system", "role"]).value.max().rename("peak_rss_mb").reset_index()
+        return pd.DataFrame(columns=columns)
+    wide = peaks.pivot_table(index=["system", "role"], columns="metric", values="value",
+                             aggfunc="max").reset_index()
+    return wide.reindex(columns=columns)

@@ -82,7 +82,8 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += scaling_section(out, groups, figure)
     ops = operators.categorised(records)
     table = operators.category_table(ops, cells)
-    blocks += operators_section(out, records, ops, table, planned, figure, bed, moved)
+    blocks += operators_section(out, records, ops, table, planned, figure, bed, moved,
+                                indicative(main))
     blocks += consistency_section(out, records, groups, table, manifest,
                                   network.table(groups, records, cells, manifest))
     blocks += failures_section(cells, summary["disturbed"])
@@ -109,7 +110,8 @@ def scaling_section(out, groups, figure):
     return blocks
 
 
-def operators_section(out, records, ops, table, planned, figure, bed=None, moved=None):
+def operators_section(out, records, ops, table, planned, figure, bed=None, moved=None,
+                      stamp=""):
     """Figs. 5, 7, 10, coverage, the names left in `other`, the profiler's cost, the claims."""
     blocks = [("h2", "Operator profiles (cf. paper Figs. 5, 7, 10)")]
     if ops.empty:
@@ -155,7 +157,7 @@ def operators_section(out, records, ops, table, planned, figure, bed=None, moved
                     [[r.benchmark, r.system, "%.4f" % r.timed_step, "%.4f" % r.profiled_step,
                       "%.2f" % r.ratio] for r in cost.itertuples()])]
     rows = operators.evaluate_claims(table, testbed=bed)
-    return blocks + [("h3", "The paper's operator claims")] + claims_table(rows, moved)
+    return blocks + [("h3", "The paper's operator claims")] + claims_table(rows, moved, stamp)
 
 
 CLAIM_HEADER = ["claim", "section", "paper", "measured", "95% interval", "tolerance band",
@@ -191,27 +193,34 @@ def judged(row):
 
 def evidence_notes(rows, groups, profile):
     """What the verdicts rest on: the smoke profile checks the machinery; one repeat leaves
-    run-to-run variation unmeasured; n claims at 95% each. (notes, stamp for each verdict)."""
-    notes, stamp = [], ""
+    run-to-run variation unmeasured; n claims on a 95% interval each. (notes, stamp for each
+    verdict)."""
+    notes, stamp = [], indicative(groups)
     if profile == "smoke":
         notes.append("**The smoke profile checks the machinery; it is not a measurement.** "
                      "A dozen steps per cell: the verdicts below show that every part runs "
                      "and is judged, not what the frameworks do (`--profile verdict`).")
     usable = groups.succeeded[groups.succeeded > 0] if len(groups) else groups.iloc[0:0]
-    if len(usable) and int(usable.min()) == 1:
-        stamp = ", indicative"
+    if stamp:
         notes.append("**%s: run-to-run variation was not measured.** Their intervals cover "
                      "the variation between the steps of one run only; two runs of one cell "
                      "minutes apart have differed by more. Every verdict is indicative "
                      "(`--repeats 3`, the verdict profile's default, measures it)." % (
                          "One repeat per cell" if int(usable.max()) == 1 else
                          "Some cells have one usable repeat"))
-    count = sum(1 for r in rows if judged(r))
+    count = sum(1 for r in rows if judged(r) and _interval(r) != "-")  # order claims: none
     if count:
         notes.append("%d claims are judged, each at 95%%: even if the intervals were exact, "
                      "about %.1f of them would fall outside by chance alone." % (
                          count, 0.05 * count))
     return notes, stamp
+
+
+def indicative(groups):
+    """", indicative" where a cell has one usable repeat (run-to-run variation unmeasured):
+    every verdict then says so, the operator claims' too."""
+    usable = groups.succeeded[groups.succeeded > 0] if len(groups) else groups.iloc[0:0]
+    return ", indicative" if len(usable) and int(usable.min()) == 1 else ""
 
 
 def claims_section(groups, bed, moved=None, profile=None, forest=None):
@@ -246,7 +255,9 @@ def claims_section(groups, bed, moved=None, profile=None, forest=None):
                   "n benchmarks), not comparable (the setup cannot support it; the value is "
                   "still shown), not measured. Direction: whether the interval lies on the "
                   "paper's side of 1 (holds), on the other (contradicted), or holds 1 "
-                  "(unclear), whatever the size. Deviations: the section above. %s." % (PAPER, tally))
+                  "(unclear), whatever the size; not judged where the verdict is partial or "
+                  "not comparable (what the measured part showed is in the basis). "
+                  "Deviations: the section above. %s." % (PAPER, tally))
             ] + [("p", n) for n in notes] + claims_table(rows, moved, stamp) + [
         ("p", claims.coverage_text())], tally
 
@@ -464,8 +475,10 @@ def memory_section(run_path, out, records, cells, figure):
                        "RSS over time per system-mode and role"))
     peaks = memory.peak_table(records)
     peaks.to_csv(out / "memory_peaks.csv", index=False)
-    blocks.append(("table", ["system", "role", "peak RSS MB"],
-                   [[r.system, r.role, render.number(r.peak_rss_mb, "%.0f")] for r in peaks.itertuples()]))
+    blocks.append(("table", ["system", "role", "peak RSS MB (with its loader processes)",
+                             "own peak RSS MB (the memory claims' measure)"],
+                   [[r.system, r.role, render.number(r.peak_rss_mb, "%.0f"),
+                     render.number(r.peak_own_rss_mb, "%.0f")] for r in peaks.itertuples()]))
     return blocks
 
 
