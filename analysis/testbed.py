@@ -279,7 +279,10 @@ def deviations(setup, paper):
         add("threads", "%s compute thread(s) per worker (paper: %d vCPUs per node)"
             % ("/".join(map(str, threads)), paper["vcpus_per_node"]))
     if len(setup["nodes"]) != paper["nodes"]:
-        add("nodes", "%d nodes (paper: %d)" % (len(setup["nodes"]), paper["nodes"]))
+        count = len(setup["nodes"])
+        add("nodes", "%d nodes (paper: %d), so a step's global batch is %d x %d = %d images, "
+            "not Table IV's %d" % (count, paper["nodes"], count, paper["local_batch"],
+                                   count * paper["local_batch"], paper["global_batch"]))
     models = cpu_models(setup)
     # the paper's words read as a VM's CPU model name (QEMU's "Intel Core Processor (...)",
     # the package's reading): any other model, an Intel Xeon included, is another CPU; the
@@ -369,12 +372,22 @@ def _kernel_deviations(setup, paper, out):
         out.append({"key": entry.get("kernels_deviation", "kernels"),
                     "systems": [s for s, system in registry.systems().items()
                                 if system["framework"] == framework],
-                    "text": "%s ran %s kernels, as its own processes said (%s); the paper "
+                    "text": "%s ran %s kernels, as its own processes said (%s)%s; the paper "
                             "says it uses %s (section %s: \"%s\")" % (
                                 entry["name"], "/".join(seen["library"]),
-                                seen.get("read") or "?", expected,
-                                source["section"],
+                                seen.get("read") or "?",
+                                _set_by_package(seen.get("read"), entry["name"]),
+                                expected, source["section"],
                                 " ".join(source["quote"].split()))})
+
+
+def _set_by_package(read, name):
+    """Where a process's answer names a setting it ran under (VAR=value, not unset), that the
+    package's scripts set it: a reader would otherwise take the kernels for the framework's
+    own default, which depends on the CPU (docs/methodology.md)."""
+    settings = [v for v in re.findall(r"\b[A-Z][A-Z0-9_]+=([^\s,;)]+)", read or "")
+                if v != "unset"]
+    return ", a setting of the package's scripts, not %s's default" % name if settings else ""
 
 
 def _coordinator_deviations(setup, out):

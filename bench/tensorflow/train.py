@@ -389,14 +389,16 @@ def local_loop(config):
 
 def kernels():
     """oneDNN or Eigen, as TensorFlow itself answers (IsMklEnabled: its oneDNN custom
-    operations on, after TF_ENABLE_ONEDNN_OPTS and the CPU's default); TF 2.5+ has the
-    question in tensorflow.python.util, older releases in tensorflow.python."""
+    operations on, after TF_ENABLE_ONEDNN_OPTS and the CPU's default), with the setting it
+    ran under (the package's scripts set it: the report says so); TF 2.5+ has the question
+    in tensorflow.python.util, older releases in tensorflow.python."""
     try:
         from tensorflow.python.util import _pywrap_util_port as port
     except ImportError:
         from tensorflow.python import _pywrap_util_port as port
+    setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")
     return {"library": "oneDNN" if port.IsMklEnabled() else "Eigen", "isa": None,
-            "read": "_pywrap_util_port.IsMklEnabled()"}
+            "read": "_pywrap_util_port.IsMklEnabled(), TF_ENABLE_ONEDNN_OPTS=%s" % setting}
 
 
 def main(argv):
