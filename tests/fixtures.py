@@ -15,14 +15,15 @@ PARAMETERS = {"lenet5": 62006, "alexnet": 57044810, "resnet18": 11181642, "resne
 def cell(benchmark, system, seconds, repeat=0, status="succeeded",
          steps=PAPER["steps_per_epoch"], epochs=PAPER["epochs"],
          phases=None, nodes=3, startup=0.0, samples=None, sample_epochs=None, wall_step=None,
-         disturbed="", interference=None, peak_rss=500.0):
+         disturbed="", interference=None, peak_rss=500.0, operators=None):
     """One cell: its measured execution time (process start to the loop's end), start-up,
     per-step phases (default: a quarter each of (seconds - startup) / steps), and the measured
     steps' times (default: 20 steps all at the mean step) with their epochs (default none);
     wall_step: the loop's wall per step where it is not the phases' sum (a coordinator's);
     disturbed: why the cell counts as disturbed; interference: each worker's figures
     (others_cpu, steal, ...) as bench/common/interference.py measures them; peak_rss: worker
-    0's peak RSS (MB), each next worker's 100 MB more."""
+    0's peak RSS (MB), each next worker's 100 MB more; operators: {op path (tuple): s/step}
+    of worker 0's operator profile."""
     step = (seconds - startup) / (steps * epochs)
     phases = phases or {p: step / 4 for p in ("loading", "forward", "backward", "communication")}
     step = sum(phases.values())
@@ -31,7 +32,8 @@ def cell(benchmark, system, seconds, repeat=0, status="succeeded",
             "nodes": nodes, "startup": startup,
             "samples": [step] * 20 if samples is None else list(samples),
             "sample_epochs": sample_epochs, "wall_step": wall_step, "disturbed": disturbed,
-            "interference": interference or {}, "peak_rss": peak_rss}
+            "interference": interference or {}, "peak_rss": peak_rss,
+            "operators": operators or {}}
 
 
 def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manifest=None):
@@ -96,6 +98,8 @@ def _worker_records(spec, base):
         samples = spec["samples"]
         out.append(schema.record(rec, "step_samples", len(samples), samples=samples,
                                  sample_epochs=spec.get("sample_epochs")))
+        out += [schema.record(rec, "operator", v, op_path=list(path))
+                for path, v in sorted(spec["operators"].items()) if rank == 0]
     return out
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from analysis import claims, consistency, network, operators, report, setup_text, stats, testbed
 from tests import fixtures
-from analysis import tidy
+from analysis import memory, tidy
 
 BENCHMARKS = claims.PAPER_BENCHMARKS
 
@@ -345,10 +345,18 @@ def test_the_direction_is_judged_apart_from_the_size(tmp_path):
 def test_a_headline_claim_measured_on_one_benchmark_is_partial(tmp_path):
     cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 100.0),
              fixtures.cell("lenet5-cifar10", "tensorflow-sync", 265.0)]
-    claim = verdicts(fixtures.write_run(tmp_path, cells))["tf_sync_vs_pytorch_sync"]
+    found = verdicts(fixtures.write_run(tmp_path, cells))
+    claim = found["tf_sync_vs_pytorch_sync"]
     assert claim["verdict"] == "partial (1 of 6)"
     assert claim["measured"] == pytest.approx(2.65)
-    assert "on those: reproduced" in claim["basis"]
+    # an average over six seen on one says nothing of the six's direction either (the paper
+    # names LeNet-5 as the exception to its averages): what the one showed is in the basis
+    assert claim["direction"] == "not judged (1 of 6)"
+    assert "on those: reproduced, direction holds" in claim["basis"]
+    table_v = found["comm_pytorch_vs_tf_sync"]  # Table V's mean over four, seen on one
+    assert (table_v["verdict"], table_v["direction"]) == ("partial (1 of 4)",
+                                                          "not judged (1 of 4)")
+    assert "on those: not reproduced, direction holds" in table_v["basis"]
 
 
 SHARED = {"inventory": {"name": "local", "hosts": [
@@ -628,8 +636,12 @@ def test_a_framework_the_nodes_do_not_have_is_no_version_deviation():
 
 def test_the_claims_say_what_their_evidence_is(tmp_path):
     """A smoke run of one repeat: stamped as a check of the machinery, its verdicts as
-    indicative, and the count of claims judged at 95% each; with two repeats, no stamp."""
-    run = fixtures.write_run(tmp_path / "one", matrix(2.65), manifest={"profile": "smoke"})
+    indicative, and the count of claims judged on a 95% interval each (steps +-10%: an
+    interval to count); with two repeats, no stamp."""
+    spread = np.linspace(0.9, 1.1, 30)
+    cells = [fixtures.cell(c["benchmark"], c["system"], c["seconds"], steps=30, epochs=1,
+                           samples=c["seconds"] / 30 * spread) for c in matrix(2.65)]
+    run = fixtures.write_run(tmp_path / "one", cells, manifest={"profile": "smoke"})
     text = report.build(run, quiet=True)["report"].read_text()
     assert "**The smoke profile checks the machinery; it is not a measurement.**" in text
     assert "**One repeat per cell: run-to-run variation was not measured.**" in text
@@ -638,12 +650,40 @@ def test_the_claims_say_what_their_evidence_is(tmp_path):
     assert "| reproduced, indicative | holds |" in row and "| 2.12 - 3.31 (x/ 1.25) |" in row
     judged = [l for l in text.splitlines() if l.startswith("|") and (
         "reproduced, indicative |" in l or "inconclusive, indicative |" in l or
-        "partial (" in l)]
-    assert "%d claims are judged, each at 95%%" % len(judged) in text
+        "partial (" in l) and l.split("|")[5].strip() != "-"]  # an order claim has none
+    assert judged and "%d claims are judged, each at 95%%" % len(judged) in text
     cells = matrix(2.65) + [dict(c, repeat=1) for c in matrix(2.65)]
     run = fixtures.write_run(tmp_path / "two", cells)
     text = report.build(run, quiet=True)["report"].read_text()
     assert "indicative" not in text and "checks the machinery" not in text
+
+
+def test_the_operator_claims_are_stamped_as_indicative_with_the_others(tmp_path):
+    """One repeat: the operator claims' verdicts (one profile per cell, no interval) say
+    "indicative" as the execution claims' do (they once carried no stamp)."""
+    tanh = {"pytorch-sync": {("aten::tanh_backward",): 0.001},
+            "mxnet-sync": {("operator", "_backward_Activation"): 0.0348}}
+    cells = [dict(c, operators=tanh.get(c["system"], {})) if c["benchmark"] == "lenet5-cifar10"
+             else c for c in matrix(2.65)]
+    text = report.build(fixtures.write_run(tmp_path, cells), quiet=True)["report"].read_text()
+    (row,) = [l for l in text.splitlines()
+              if l.startswith("| LeNet-5: MXNet's tanh_backward is 34.8x slower than PyTorch's")]
+    assert "| 34.80 |" in row and "| reproduced, indicative |" in row, row
+
+
+def test_the_memory_table_shows_the_claims_own_rss_beside_the_one_with_loaders():
+    """The memory claims compare a worker's own RSS (its forked loaders left out); the table
+    once showed only the sum, from which a reader could not recompute a claim's ratio."""
+    rows = [("pytorch-sync", "worker", "peak_rss_mb", 707.0),
+            ("pytorch-sync", "worker", "peak_own_rss_mb", 400.0),
+            ("pytorch-sync", "worker", "peak_own_rss_mb", 390.0),
+            ("mxnet-sync", "server", "peak_rss_mb", 120.0)]
+    records = pd.DataFrame([{"system": s, "role": r, "metric": m, "value": v}
+                            for s, r, m, v in rows])
+    table = memory.peak_table(records).set_index(["system", "role"])
+    assert table.loc[("pytorch-sync", "worker")].tolist() == [707.0, 400.0]
+    assert table.loc[("mxnet-sync", "server"), "peak_rss_mb"] == 120.0
+    assert math.isnan(table.loc[("mxnet-sync", "server"), "peak_own_rss_mb"])
 
 
 def test_the_slowest_worker_is_not_a_maximum_of_noisy_replicates(tmp_path):
@@ -795,14 +835,20 @@ def test_tensorflow_on_onednn_is_named_beside_its_claims_only():
     "PyTorch lags MXNet"; frameworks that ran the paper's library add nothing."""
     manifest = {"inventory": {"hosts": [{"name": "node1", "vcpus": 1, "connection": "local"}]},
                 "kernels": {"tensorflow": {"library": ["oneDNN"], "isa": [], "errors": [],
-                                           "read": "_pywrap_util_port.IsMklEnabled()"},
+                                           "read": "_pywrap_util_port.IsMklEnabled(), "
+                                                   "TF_ENABLE_ONEDNN_OPTS=1"},
                             "pytorch": {"library": ["oneDNN"], "isa": ["AVX2"], "errors": []}}}
     bed = testbed.describe(manifest)
     found = {d["key"]: d for d in bed["deviations"]}
     assert set(found) & {"tf_kernels", "kernels"} == {"tf_kernels"}
-    assert found["tf_kernels"]["text"].startswith(
+    assert found["tf_kernels"]["text"].startswith(  # and who chose them: the package
         "TensorFlow ran oneDNN kernels, as its own processes said "
-        "(_pywrap_util_port.IsMklEnabled()); the paper says it uses Eigen (section V-E")
+        "(_pywrap_util_port.IsMklEnabled(), TF_ENABLE_ONEDNN_OPTS=1), a setting of the "
+        "package's scripts, not TensorFlow's default; the paper says it uses Eigen (section V-E")
+    unset = dict(manifest, kernels={"tensorflow": dict(
+        manifest["kernels"]["tensorflow"], read="IsMklEnabled(), TF_ENABLE_ONEDNN_OPTS=unset")})
+    assert "a setting of the package's" not in [
+        d["text"] for d in testbed.describe(unset)["deviations"] if d["key"] == "tf_kernels"][0]
     assert testbed.kernels_text(bed, bed["paper"]) == (
         "mxnet: not run (paper: oneDNN); "
         "pytorch: oneDNN, AVX2 (paper: oneDNN); tensorflow: oneDNN (paper: Eigen)")
@@ -1004,6 +1050,11 @@ def test_partial_stays_visible_on_a_claim_that_is_not_comparable(tmp_path):
     assert claim["tf_sync_vs_pytorch_sync"]["verdict"] == "not comparable (partial, 1 of 6)"
     assert claim["comm_pytorch_vs_tf_sync"]["verdict"] == "not comparable (partial, 1 of 4)"
     assert claim["lenet_tf_sync_vs_mxnet_sync"]["verdict"] == "not comparable"
+    # nor a direction: "holds" or "contradicted" beside "not comparable" would judge it
+    assert claim["tf_sync_vs_pytorch_sync"]["direction"] == "not judged (1 of 6)"
+    assert claim["lenet_tf_sync_vs_mxnet_sync"]["direction"] == "not judged"
+    assert "the interval alone: reproduced, direction holds" in \
+        claim["lenet_tf_sync_vs_mxnet_sync"]["basis"]
 
 
 def test_a_node_count_disturbed_in_both_attempts_stays_in_the_scaling_table(tmp_path):

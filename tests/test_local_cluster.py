@@ -298,6 +298,8 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     assert "node code (bench/, contract/): digest %s, the controller's, in every process that trained" % (
         manifest["code_digest"][:12]) in report
     assert "## The setup beside the paper's" in report and "## Internal consistency" in report
+    assert "TF_ENABLE_ONEDNN_OPTS=1), a setting of the package's scripts, not TensorFlow's " \
+        "default" in report  # who chose the kernels, as each TensorFlow process read it
     assert "Contention probe: interference between the nodes" in report and "layout on this machine" in report
     claims = [l for l in report.splitlines() if l.startswith("| Synchronous: TensorFlow is "
                                                              "slower than PyTorch")]

@@ -95,5 +95,6 @@ def test_the_report_says_where_each_of_the_papers_setup_values_comes_from():
     from analysis import testbed
     text = testbed.sources_text()
     assert "nodes, vcpus_per_node, cpu, disk, python, versions: section IV-A" in text
-    assert "link, os, threads: not stated" in text and "steps_per_epoch, local_batch: Table IV" in text
+    assert "link, os, threads: not stated" in text
+    assert "steps_per_epoch, local_batch, global_batch: Table IV" in text
     assert "memory_mb_per_node: the package's reading of section IV-A" in text
