@@ -291,7 +291,8 @@ def _table_v_claim(claim, values, benchmarks, context):
         partial = counts and min(counts) < len(benchmarks)
         if partial and row["verdict"] == "not comparable":
             row = dict(row, verdict="not comparable (partial, %d of %d)" % (
-                min(counts), len(benchmarks)), direction=_not_judged(row, 1, 1))
+                min(counts), len(benchmarks)),
+                direction=_not_judged(row, min(counts), len(benchmarks)))
         elif partial and "interval_verdict" in row:  # inconclusive too: partial is seen first
             row = _judge(row, row["interval_verdict"], min(counts), len(benchmarks))
         return row

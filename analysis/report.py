@@ -200,7 +200,7 @@ def evidence_notes(rows, groups, profile):
         notes.append("**The smoke profile checks the machinery; it is not a measurement.** "
                      "A dozen steps per cell: the verdicts below show that every part runs "
                      "and is judged, not what the frameworks do (`--profile verdict`).")
-    usable = groups.succeeded[groups.succeeded > 0] if len(groups) else groups.iloc[0:0]
+    usable = _usable_repeats(groups)
     if stamp:
         notes.append("**%s: run-to-run variation was not measured.** Their intervals cover "
                      "the variation between the steps of one run only; two runs of one cell "
@@ -219,8 +219,13 @@ def evidence_notes(rows, groups, profile):
 def indicative(groups):
     """", indicative" where a cell has one usable repeat (run-to-run variation unmeasured):
     every verdict then says so, the operator claims' too."""
-    usable = groups.succeeded[groups.succeeded > 0] if len(groups) else groups.iloc[0:0]
+    usable = _usable_repeats(groups)
     return ", indicative" if len(usable) and int(usable.min()) == 1 else ""
+
+
+def _usable_repeats(groups):
+    """Each group's count of succeeded repeats, the groups with none left out."""
+    return groups.succeeded[groups.succeeded > 0] if len(groups) else groups.iloc[0:0]
 
 
 def claims_section(groups, bed, moved=None, profile=None, forest=None):
