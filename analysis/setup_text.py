@@ -86,7 +86,7 @@ def contention_blocks(probe):
                       "inferred from the inventory and the host facts only.")]
     rows = [[name, "%.0f" % v["alone"], render.number(v["together"], "%.0f"),
              "-" if v["loss"] is None else "%+.1f%%" % (-100 * v["loss"]),
-             _probe_range(v), "-" if v.get("noise") is None else "+-%.1f%%" % (100 * v["noise"]),
+             _probe_range(v), _noise_cell(v),
              "yes" if v.get("shared") else "no",
              "-" if v["steal"] is None else "%.1f%%" % (100 * v["steal"])]
             for name, v in sorted(probe["nodes"].items())]
@@ -95,8 +95,9 @@ def contention_blocks(probe):
     return [("p", "Contention probe: interference between the nodes, measured. A fixed CPU "
                   "kernel with each node's thread budget, under its CPU affinity, %.1f s on "
                   "each node alone, then on all nodes at once, %s rounds, each node alone "
-                  "before and after each round (in %s; medians). The change alone against "
-                  "itself is the machine's own noise. Rule: %s. Found: %s.%s%s"
+                  "before and after each round (in %s; medians). The median change alone "
+                  "against itself is the node's own noise (the largest beside it). Rule: %s. "
+                  "Found: %s.%s%s"
              % (probe["probe_seconds"], probe.get("rounds") or "several", probe["unit"], rule,
                 "some nodes share cores, so the run counts as sharing cores" if probe["shared"]
                 else "no node shares cores", settled_text(probe),
@@ -105,6 +106,16 @@ def contention_blocks(probe):
                 else "")),
             ("table", ["node", "alone", "all at once", "change", "change per round",
                        "alone against itself", "shares cores", "steal time"], rows)]
+
+
+def _noise_cell(v):
+    """"+-2.2%" or "+-2.2% (at most +-8.0%)": the median change alone, and the largest."""
+    if v.get("noise") is None:
+        return "-"
+    text = "+-%.1f%%" % (100 * v["noise"])
+    if v.get("noise_max") is None or "%.1f" % (100 * v["noise_max"]) == text[2:-1]:
+        return text
+    return text + " (at most +-%.1f%%)" % (100 * v["noise_max"])
 
 
 def _probe_range(v):
