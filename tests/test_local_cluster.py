@@ -33,7 +33,11 @@ RANKS = list(range(NODES))
 @pytest.fixture(scope="module")
 def smoke_run(provisioned, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
-    bench = invoke("bench", "--results", str(results), env={"DLBENCH_TEST_TOKEN": TOKEN})
+    # the probe's five rounds, not the suite's one: this run's report is asserted to judge
+    # the claims, and one round on this noisy VM (a 1 s reading alone moves up to 30%) once
+    # read two pinned nodes as sharing; five cost about 13 s more
+    bench = invoke("bench", "--results", str(results), env={"DLBENCH_TEST_TOKEN": TOKEN,
+                                                             "DLBENCH_PROBE_ROUNDS": "5"})
     invoke("collect", "--results", str(results))
     analyze = invoke("analyze", "--results", str(results))
     (run,) = [p for p in results.iterdir() if p.is_dir()]
