@@ -18,7 +18,7 @@ import pandas as pd
 import registry
 
 from contract import runfolder
-from contract.ladder import PLAN, Rung, Setting
+from contract.explain_plan import PLAN, Rung, Setting
 
 from . import claims, compare, figures, render, setup_text, stats, testbed, tidy
 
@@ -173,7 +173,7 @@ def setting_text(setting, factors):
 
 def build(folder, quiet=False):
     """Measure every setting from the shared runs, take every claim apart, write the explain
-    folder's results beside its plan.json (contract/ladder.py PLAN)."""
+    folder's results beside its plan.json (contract/explain_plan.py PLAN)."""
     out = Path(folder)
     plan = SavedPlan(out / PLAN)
     runs = plan.runs

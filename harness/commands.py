@@ -13,7 +13,7 @@ from .plan import estimate, matrix
 from .plan.options import BenchOptions
 from .clusters import links, slurm_jobs
 from contract.errors import UserError
-from contract.ladder import PLAN as EXPLAIN_PLAN
+from contract.explain_plan import PLAN as EXPLAIN_PLAN
 from contract.runfolder import CellStatus, RunFolder
 
 

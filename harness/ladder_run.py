@@ -20,7 +20,7 @@ from .nodes import access, inventory, stacks
 from .plan import ladder
 from .results import collect
 from contract import runfolder
-from contract.ladder import PLAN
+from contract.explain_plan import PLAN
 from contract.runfolder import CellStatus, RunFolder
 from .run import preflight
 
@@ -120,7 +120,7 @@ def run(inventory_name, stack_name, profile, results, benchmarks=None, claim_ids
 
 
 def write_plan(plan, runs, out):
-    """What the analysis needs of the plan, as a file in the explain folder (contract/ladder.py
+    """What the analysis needs of the plan, as a file in the explain folder (contract/explain_plan.py
     PLAN): `invoke analyze --run explain-<id>` rebuilds the result from it and the runs."""
     settings = []
     for setting in plan.settings():

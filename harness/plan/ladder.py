@@ -15,7 +15,7 @@ import registry
 
 from . import matrix
 from contract.errors import UserError
-from contract.ladder import Rung, Setting
+from contract.explain_plan import Rung, Setting
 
 
 def choose(names, inventory_name, vcpus, all_factors=None):
