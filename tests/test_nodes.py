@@ -281,3 +281,55 @@ def test_a_failed_command_is_named_shortened():
         node.run("false\n#" + "x" * 5000)
     assert "command failed (exit 1): false" in str(failed.value)
     assert "(4707 characters more)" in str(failed.value) and len(str(failed.value)) < 500
+
+
+class LocalSteps(nodes.SlurmNode):
+    """A Slurm node whose job steps are shells on this machine, counted."""
+
+    def __init__(self):
+        super().__init__(inventory.load("local").hosts[0])
+        self.steps = []
+
+    def run(self, command, timeout=None, check=True):
+        self.steps.append(command)
+        return local_node().run(command, timeout=timeout, check=check)
+
+
+def test_a_slurm_node_polls_all_its_roles_in_one_job_step(tmp_path, monkeypatch):
+    """Two roles on one node: one step answers both polls of a round, each answer taken
+    once, the same as each role's own poll; the next round asks again; a folder the node did
+    not start is polled alone, and a step cut short is an error, not an empty answer."""
+    import subprocess
+    node = LocalSteps()
+    sleepers, folders = [], []
+    for name, progress in (("a", '{"step": 1}'), ("b", "")):
+        folder = tmp_path / name
+        folder.mkdir()
+        if progress:
+            (folder / "progress.json").write_text(progress)
+        sleepers.append(subprocess.Popen(["sleep", "300"]))
+        folders.append(str(folder))
+        node._roles[sleepers[-1].pid] = (None, str(folder))
+    (tmp_path / "b" / "rc").write_text("3")  # no newline: the next role's mark follows it
+    try:
+        first = node.poll_files(folders[0], sleepers[0].pid)
+        second = node.poll_files(folders[1], sleepers[1].pid)
+        assert len(node.steps) == 1
+        alone = [nodes.Node.poll_files(node, f, s.pid) for f, s in zip(folders, sleepers)]
+        assert [first, second] == alone
+        assert first[0].strip() == '{"step": 1}' and nodes.alive(first[1])
+        assert second[2].strip() == "3" and (tmp_path / "b" / "lease").is_file()
+        del node.steps[:]
+        node.poll_files(folders[1], sleepers[1].pid)  # a new round: asked again
+        node.poll_files(str(tmp_path), sleepers[0].pid)  # not the role's folder: alone
+        assert len(node.steps) == 2 and "#dlbench-role" not in node.steps[1]
+        node._polled = (0.0, {})  # a's answer from that round is gone with it
+        monkeypatch.setattr(node, "unusable", lambda fresh=False: None)  # no squeue here
+        monkeypatch.setattr(node, "run", lambda command, timeout=None, check=True:
+                            nodes._Result(1, "#dlbench-role %d#\n{}" % sleepers[0].pid, "gone"))
+        with pytest.raises(UserError, match="did not answer its poll: gone"):
+            node.poll_files(folders[0], sleepers[0].pid)
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()

@@ -61,6 +61,21 @@ class NodeGone(UserError):
     """The host's kernel no longer answers TCP: it is down or cut off, not busy."""
 
 
+def poll_command(out_dir, pid):
+    """The shell lines that print a role's progress.json, its state and rc, touching its
+    lease (split_poll reads what they print)."""
+    return ("cd %s && touch %s && cat %s 2>/dev/null; echo; echo '#ps'; %s; echo '#rc'; "
+            "cat %s 2>/dev/null" % (q(out_dir), nodefolder.LEASE, nodefolder.PROGRESS,
+                                    STATE % pid, nodefolder.EXIT_CODE))
+
+
+def split_poll(text):
+    """(progress text, state text, rc text) from what poll_command printed."""
+    progress_text, rest = text.split("#ps", 1)
+    ps_text, rc_text = rest.split("#rc", 1)
+    return progress_text, ps_text, rc_text
+
+
 def alive(state_text):
     """From STATE's output: running, not gone and not a zombie (dead, unreaped)."""
     state = state_text.strip()
@@ -201,17 +216,14 @@ class Node:
     def poll_files(self, out_dir, pid):
         """(progress.json, the process's state as STATE prints it, rc) of a role's folder, in
         one round trip, touching its lease."""
-        command = ("cd %s && touch %s && cat %s 2>/dev/null; echo; echo '#ps'; "
-                   "%s; echo '#rc'; cat %s 2>/dev/null" % (
-                       q(out_dir), nodefolder.LEASE, nodefolder.PROGRESS, STATE % pid,
-                       nodefolder.EXIT_CODE))
-        done = self.run(command, check=False)
+        done = self.run(poll_command(out_dir, pid), check=False)
         if "#rc" not in done.stdout:  # the command never ran there (a Slurm step refused)
-            raise UserError(self.unusable(fresh=True) or "%s did not answer its poll: %s" % (
-                self.name, done.stderr.strip()[-300:] or "exit %d" % done.exited))
-        progress_text, rest = done.stdout.split("#ps", 1)
-        ps_text, rc_text = rest.split("#rc", 1)
-        return progress_text, ps_text, rc_text
+            raise self.unanswered(done)
+        return split_poll(done.stdout)
+
+    def unanswered(self, done):
+        return UserError(self.unusable(fresh=True) or "%s did not answer its poll: %s" % (
+            self.name, done.stderr.strip()[-300:] or "exit %d" % done.exited))
 
     def read_text(self, path):
         result = self.run("cat %s 2>/dev/null" % q(path), check=False)
@@ -421,11 +433,17 @@ class SlurmNode(Node):
     the role cancels (scancel) besides killing its pid."""
     STEP_FILE = nodefolder.SLURM_STEP  # written in the role's folder: which job step ran it
     CHECK_SECONDS = 2.0
+    # s a batched poll's answers serve the node's other roles: the round polls the nodes in
+    # turn, each step taking a few tenths of a second, and an answer older than the 1 s
+    # between a role's polls would belong to a round that has passed
+    POLL_SHARE = 0.9
+    ROLE_MARK = "#dlbench-role "
 
     def __init__(self, host):
         super().__init__(host)
         self.job = host.vars.get("slurm_job")
         self._roles = {}  # pid -> (srun client, folder)
+        self._polled = (0.0, {})  # (when, pid -> its answer not yet taken), see poll_files
         self._checked = (-self.CHECK_SECONDS, None)  # (when, what Slurm said)
         self.ended = None  # srun's words, once it refused a step because the job has ended
 
@@ -465,6 +483,35 @@ class SlurmNode(Node):
         client.kill()
         raise UserError("%s: the job step for %s did not start" % (self.name, script),
                         "check `squeue -s -j %s` and the node's slurmd log" % self.job)
+
+    def poll_files(self, out_dir, pid):
+        """A role's poll, answered from one job step that polled all the node's roles: a step
+        is a process launch by slurmd, and a step per role and second took a share of a
+        small node's CPU that its cells then read as interference. The other roles' answers
+        wait for their own polls in the same round (POLL_SHARE seconds at most), each taken
+        once; a folder the node did not start (a test's) is polled alone."""
+        folders = {p: cwd for p, (_, cwd) in list(self._roles.items())}
+        if folders.get(pid) != out_dir:
+            return super().poll_files(out_dir, pid)
+        when, answers = self._polled
+        answer = answers.pop(pid, None) if time.monotonic() - when <= self.POLL_SHARE else None
+        if answer is None:
+            began = time.monotonic()
+            answers = self._poll_all(folders)
+            answer = answers.pop(pid)
+            self._polled = (began, answers)
+        return answer
+
+    def _poll_all(self, folders):
+        """pid -> (progress, state, rc) of every folder, in one job step."""
+        command = "; ".join("echo '%s%d#'; ( %s )" % (self.ROLE_MARK, pid, poll_command(f, pid))
+                            for pid, f in sorted(folders.items()))
+        done = self.run(command, check=False)
+        parts = re.split(r"%s(\d+)#\n" % self.ROLE_MARK, done.stdout)[1:]
+        answers = {int(pid): text for pid, text in zip(parts[::2], parts[1::2])}
+        if sorted(answers) != sorted(folders) or any("#rc" not in t for t in answers.values()):
+            raise self.unanswered(done)  # the step never ran there, or was cut short
+        return {pid: split_poll(text) for pid, text in answers.items()}
 
     def start_roles(self, folders, script, log):
         """Each role a job step of its own (start_background), in order."""
