@@ -113,7 +113,7 @@ def _noise_cell(v):
     if v.get("noise") is None:
         return "-"
     text = "+-%.1f%%" % (100 * v["noise"])
-    if v.get("noise_max") is None or "%.1f" % (100 * v["noise_max"]) == text[2:-1]:
+    if v.get("noise_max") is None or round(1000 * v["noise_max"]) == round(1000 * v["noise"]):
         return text
     return text + " (at most +-%.1f%%)" % (100 * v["noise_max"])
 
