@@ -3,7 +3,6 @@ import json
 import os
 import re
 import time
-import zlib
 from pathlib import Path
 
 from .results import collect
@@ -45,7 +44,7 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, options):
         cells, todo = resume.plan(path, options)
     else:
         networks = links.check(inv, options.network)
-        options.order_seed = zlib.crc32(run_id.encode())  # in the manifest
+        options.order_seed = matrix.order_seed(run_id)  # in the manifest
         cells = options.cells or plan_cells(profile, len(inv.hosts), options, networks)
         todo = cells
     if options.round is not None:

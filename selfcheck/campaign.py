@@ -18,7 +18,7 @@ from harness import commands
 from harness.nodes import inventory, access as nodes_mod
 from harness.plan import layout, matrix
 from contract import runfolder
-from selfcheck.faults import KillWhenTraining, strays
+from selfcheck.faults import KillWhenTraining, next_cell, run_order, strays
 
 DETECTION_GOAL = 10.0
 STEPS = 200  # timed steps of each cell: LeNet-5 trains for seconds, long enough to aim into
@@ -47,11 +47,11 @@ def run(inventory_name, stack_name, results, count, seed=None, systems=None):
 
 def one_fault(inv, inventory_name, stack_name, results, system, rng):
     nodes = nodes_mod.connect_all(inv)
-    cells = matrix.plan("smoke", len(inv.hosts), systems=system, steps=STEPS, repeats=2)
+    run_id = "campaign-%s-%s" % (system, collect.new_run_id())
+    cells = run_order(inv, run_id, system, STEPS)  # the first is faulted, the next must run
     placed = layout.roles(cells[0], nodes)  # the role first, so that the one-per-cell
     role = rng.choice(sorted({r for _, r, _ in placed}))  # coordinators are drawn as often
     victim_node, role, rank = rng.choice([p for p in placed if p[1] == role])
-    run_id = "campaign-%s-%s" % (system, collect.new_run_id())
     # the moment: 0-8 s after the cell trains (a process on node 1 reports step 1)
     killer = KillWhenTraining(nodes[0], victim_node, run_id, cells[0].id, step=1,
                               label="%s-%d" % (role, rank), delay=rng.uniform(0.0, 8.0))
@@ -70,7 +70,7 @@ def one_fault(inv, inventory_name, stack_name, results, system, rng):
             "detection": detected - killer.killed_at if killer.killed_at and detected else None,
             "cleanup": (faulted.get("ended") or 0) - (detected or 0),
             "strays": sum(len(p) for p in strays(nodes, run_id).values()),
-            "next_cell": after.get("status"), "lost": lost(path / cells[0].id, faulted)}
+            "next_cell": next_cell(faulted, after), "lost": lost(path / cells[0].id, faulted)}
 
 
 def lost(cell_path, status):

@@ -52,6 +52,34 @@ def test_cell_id_is_stable_and_follows_settings():
     assert matrix.plan("smoke", 3, repeats=2)[1].id != a.id
 
 
+def test_a_fault_test_knows_which_repeat_bench_runs_first():
+    """The fault tests fault the cell bench runs first and ask that the next one runs. Bench
+    draws the order of a run's repeats from its id; planned without that seed, the test
+    faulted repeat 0 and, where repeat 1 ran first, 'the next cell' had run before the fault
+    (in 2 of the 5 killed-worker runs of one CI run)."""
+    from types import SimpleNamespace
+    from harness import commands
+    from harness.plan.options import BenchOptions
+    from selfcheck import faults
+    ids = ["fault-pytorch-sync-%d" % n for n in range(20)]
+    first = {i: faults.run_order(SimpleNamespace(hosts=[1, 2, 3]), i, "pytorch-sync", 200)
+             for i in ids}
+    assert {cells[0].repeat for cells in first.values()} == {0, 1}  # both orders occur
+    for run_id, cells in first.items():
+        options = BenchOptions(systems="pytorch-sync", steps=200, repeats=2,
+                               order_seed=matrix.order_seed(run_id))  # as bench sets it
+        assert [c.id for c in commands.plan_cells("smoke", 3, options)] == [c.id for c in cells]
+
+
+def test_the_next_cell_counts_only_if_it_ran_after_the_fault():
+    from selfcheck import faults
+    faulted = {"status": "failed", "started": 100.0, "ended": 110.0}
+    assert faults.next_cell(faulted, {"status": "succeeded", "started": 111.0}) == "succeeded"
+    assert faults.next_cell(faulted, {"status": "succeeded", "started": 80.0}) == \
+        "ran before the fault"
+    assert faults.next_cell(faulted, {"status": "pending"}) == "pending"
+
+
 def test_unknown_names_are_clear():
     with pytest.raises(UserError, match="unknown benchmark 'lenet7'"):
         matrix.plan("smoke", 3, benchmarks="lenet7")
