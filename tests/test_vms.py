@@ -15,6 +15,8 @@ seeding it with PyPI's pip 69 s, the shard 34 s, 36 other Ansible tasks about 14
 16 min 46 s and 18 min 15 s (the box built again in each, about 60 s; the cell's test 403
 and 447 s). With 1 timed calibration pass on emulated CPUs, polls through SFTP and each VM's
 roles started in two commands (2026-11-26, CI's run): 13 min 54 s, the cell's test 264 s.
+On the AMD EPYC again (2026-11-27, a noisy host): 18 min 43 s, up 137 s, provisioning 590 s,
+the 4-step cell 264 s, collect 8 s, analyze 5 s, the destroyed-VM cell 101 s.
 The run resuming once the destroyed VM is up again
 (provisioning it again, the 60-step cell again: about 16 min more) runs with
 DLBENCH_VM_E2E=1; `pytest -s` prints each step's time, and `invoke vm-bench` times a cold
