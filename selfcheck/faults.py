@@ -142,22 +142,23 @@ def run_order(inv, run_id, system, steps):
 
 
 def next_cell(faulted, after):
-    """The status of the cell run after the faulted one: "ran before the fault" where it did
-    not come after (a fault test would then prove nothing about what follows a fault)."""
-    if after.get("started") and after["started"] < faulted.get("ended", float("inf")):
+    """The status of the cell run after the faulted one: "ran before the fault" where it
+    started first (a fault test would then prove nothing about what follows a fault)."""
+    if faulted.get("started") and after.get("started") and \
+            after["started"] < faulted["started"]:
         return "ran before the fault"
     return after.get("status")
 
 
 def print_table(rows):
-    print("\n%-42s %9s %9s %9s %6s %10s" % ("fault", "to step 1", "detected", "cleanup",
+    print("\n%-42s %9s %9s %9s %6s %20s" % ("fault", "to step 1", "detected", "cleanup",
                                            "strays", "next cell"))
     for row in rows:
         if "system" not in row:
             print("%-42s %29s changed=%s" % (row["fault"], "%.1f s" % row["seconds"],
                                              row["changed"]))
             continue
-        print("%-42s %9s %9s %9s %6d %10s" % (
+        print("%-42s %9s %9s %9s %6d %20s" % (
             row["fault"], _seconds(row["launch_to_first_step"]), _seconds(row["detection"]),
             _seconds(row["cleanup"]), row["strays"], row["next_cell"]))
 

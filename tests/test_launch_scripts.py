@@ -62,10 +62,10 @@ def test_a_fault_test_knows_which_repeat_bench_runs_first():
     from harness.plan.options import BenchOptions
     from selfcheck import faults
     ids = ["fault-pytorch-sync-%d" % n for n in range(20)]
-    first = {i: faults.run_order(SimpleNamespace(hosts=[1, 2, 3]), i, "pytorch-sync", 200)
-             for i in ids}
-    assert {cells[0].repeat for cells in first.values()} == {0, 1}  # both orders occur
-    for run_id, cells in first.items():
+    orders = {i: faults.run_order(SimpleNamespace(hosts=[1, 2, 3]), i, "pytorch-sync", 200)
+              for i in ids}
+    assert {cells[0].repeat for cells in orders.values()} == {0, 1}  # both orders occur
+    for run_id, cells in orders.items():
         options = BenchOptions(systems="pytorch-sync", steps=200, repeats=2,
                                order_seed=matrix.order_seed(run_id))  # as bench sets it
         assert [c.id for c in commands.plan_cells("smoke", 3, options)] == [c.id for c in cells]
@@ -78,6 +78,11 @@ def test_the_next_cell_counts_only_if_it_ran_after_the_fault():
     assert faults.next_cell(faulted, {"status": "succeeded", "started": 80.0}) == \
         "ran before the fault"
     assert faults.next_cell(faulted, {"status": "pending"}) == "pending"
+    # as status.json keeps them: a time not yet written is null
+    assert faults.next_cell(dict(faulted, ended=None), {"status": "succeeded",
+                                                        "started": 111.0}) == "succeeded"
+    assert faults.next_cell({"status": "pending", "started": None},
+                            {"status": "succeeded", "started": 80.0}) == "succeeded"
 
 
 def test_unknown_names_are_clear():
