@@ -48,9 +48,9 @@ def test_a_killed_worker_fails_the_cell_fast_and_leaves_nothing(fault_bench, sys
     run = Path(row["run"])
     records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
     assert sorted(r["value"] for r in records if r["metric"] == "status") == [0.0, 1.0]
-    (faulted,) = [c for c in run.iterdir() if c.name.startswith("lenet5") and
-                  runfolder.read_json(c / "status.json")["status"] == "failed"]
-    assert list(faulted.glob("node1/*/memory.csv"))
+    (faulted,) = [s.cell_id for s in runfolder.RunFolder(run).statuses()
+                  if s["status"] == "failed"]
+    assert list((run / faulted).glob("node1/*/memory.csv"))
 
 
 def test_the_fault_table_is_printed_after_a_provisioning_rerun_that_changes_nothing(
