@@ -33,11 +33,13 @@ PAPER_BENCHMARKS = ["lenet5-cifar10", "alexnet-cifar10", "resnet18-cifar10",
 # which deviations of the setup bear on which kind of claim; any claim that compares
 # frameworks' times is "not comparable" on nodes that share cores or whose CPUs are emulated
 BEARING = {
-    "execution": ["shared_cores", "emulated_cpu", "cpu", "threads", "nodes", "memory",
-                  "versions", "python", "link", "data", "page_cache", "steps", "epochs"],
-    "communication": ["shared_cores", "emulated_cpu", "threads", "nodes", "versions", "link",
-                      "steps"],
-    "operators": ["shared_cores", "emulated_cpu", "cpu", "threads", "versions", "python"],
+    "execution": ["shared_cores", "sharing_unsure", "emulated_cpu", "cpu", "threads", "nodes",
+                  "memory", "versions", "python", "link", "data", "page_cache", "steps",
+                  "epochs"],
+    "communication": ["shared_cores", "sharing_unsure", "emulated_cpu", "threads", "nodes",
+                      "versions", "link", "steps"],
+    "operators": ["shared_cores", "sharing_unsure", "emulated_cpu", "cpu", "threads",
+                  "versions", "python"],
     # a worker's memory: its data (a shard, or the whole set), its model, the input cache
     "memory": ["versions", "python", "data", "page_cache", "steps", "epochs"],
 }

@@ -23,10 +23,7 @@ def setup_section(bed):
              % (len(bed["nodes"]), paper["nodes"], paper["vcpus_per_node"],
                 paper["memory_mb_per_node"])] + (
                  ["layout on this machine: %s" % bed["layout"]] if bed["layout"] else []) + [
-             "nodes share cores: %s" % {True: "yes", False: "no", None: "unknown (no host "
-                                        "facts)"}[bed["shares_cores"]] + (
-                 " (measured: the contention probe below)" if any(
-                     m.get("measured") for m in bed["machines"]) else ""),
+             "nodes share cores: " + shares_text(bed),
              "CPU: %s (paper: \"%s\", section IV-A)" % (
                  " / ".join(testbed.cpu_models(bed)) or "not known (no host facts)", paper["cpu"]),
              "kernels, as each framework's processes said: " + testbed.kernels_text(bed, paper),
@@ -67,6 +64,17 @@ def vm_facts(bed):
         vm.get("why", ""))]
 
 
+def shares_text(bed):
+    """"no", "yes (measured: ...)", "no (not ruled out on node2: ...)", "unknown (...)"."""
+    text = {True: "yes", False: "no", None: "unknown (no host facts)"}[bed["shares_cores"]]
+    if any(m.get("measured") for m in bed["machines"]):
+        return text + " (measured: the contention probe below)"
+    unsure = testbed.unsure(bed.get("contention"))
+    if unsure:
+        return text + " (not ruled out on %s: the contention probe below)" % ", ".join(unsure)
+    return text
+
+
 def shared_cell(machine):
     """The setup table's "cores shared": yes / no / unknown, and from what."""
     if machine["shared"] is None:
@@ -87,7 +95,7 @@ def contention_blocks(probe):
     rows = [[name, "%.0f" % v["alone"], render.number(v["together"], "%.0f"),
              "-" if v["loss"] is None else "%+.1f%%" % (-100 * v["loss"]),
              _probe_range(v), _noise_cell(v),
-             "yes" if v.get("shared") else "no",
+             "yes" if v.get("shared") else "not ruled out" if v.get("undecided") else "no",
              "-" if v["steal"] is None else "%.1f%%" % (100 * v["steal"])]
             for name, v in sorted(probe["nodes"].items())]
     rule = probe.get("rule") or "shared when a node is slower by more than %.0f%%" % (
@@ -99,13 +107,23 @@ def contention_blocks(probe):
                   "against itself is the node's own noise (the largest beside it). Rule: %s. "
                   "Found: %s.%s%s"
              % (probe["probe_seconds"], probe.get("rounds") or "several", probe["unit"], rule,
-                "some nodes share cores, so the run counts as sharing cores" if probe["shared"]
-                else "no node shares cores", settled_text(probe),
+                _found(probe), settled_text(probe),
                 " Measured %d s before this run, for a run on the same nodes, and taken "
                 "again." % probe["reused_after"] if probe.get("reused_after") is not None
                 else "")),
             ("table", ["node", "alone", "all at once", "change", "change per round",
                        "alone against itself", "shares cores", "steal time"], rows)]
+
+
+def _found(probe):
+    """What the probe found, in the words of its three outcomes."""
+    if probe["shared"]:
+        return "some nodes share cores, so the run counts as sharing cores"
+    if probe.get("undecided"):
+        return "sharing not ruled out on %s: a loss over %.0f%%, not beyond the node's own " \
+            "noise in every round but one; the claims are judged, with this named beside " \
+            "them" % (", ".join(probe["undecided"]), 100 * probe["threshold"])
+    return "no node shares cores"
 
 
 def _noise_cell(v):

@@ -166,6 +166,14 @@ def slowed(probe):
                            v["loss"] > probe["threshold"]))
 
 
+def unsure(probe):
+    """The nodes whose sharing the contention probe could not rule out: a median loss over
+    its threshold, not beyond the node's own noise in every round but one (a probe from
+    before this reading: none)."""
+    return sorted(name for name, v in ((probe or {}).get("nodes") or {}).items()
+                  if v.get("undecided"))
+
+
 def _apply_probe(machines, probe):
     """Sharing measured wins over sharing inferred where it finds sharing; where it finds
     none, an inference of sharing (more threads than CPUs) stands."""
@@ -266,6 +274,8 @@ def deviations(setup, paper):
     losing = slowed(setup.get("contention"))
     if losing:
         add("shared_cores", probe_sharing_text(setup, losing))
+    elif unsure(setup.get("contention")):
+        add("sharing_unsure", probe_unsure_text(setup["contention"]))
     for m in setup["machines"]:
         if m["shared"] and not m.get("measured"):
             add("shared_cores", "nodes %s share one machine's %s logical CPUs with %d compute "
@@ -468,6 +478,23 @@ def probe_sharing_text(setup, losing):
             ", ".join(losing), "/".join("%.0f%%" % (100 * probe["nodes"][n]["loss"])
                                         for n in losing), 100 * probe["threshold"],
             ", though the inventory gives each node CPUs of its own" if own else "")
+
+
+def probe_unsure_text(probe):
+    """The deviation where the probe could neither find sharing nor rule it out."""
+    return "the contention probe could not rule out shared cores: %s (the rule: %.0f%% " \
+        "beyond the node's own noise, in every round but one): the claims are judged, and " \
+        "these nodes' times may hold that interference" % (
+            "; ".join(_unsure_node_text(n, probe["nodes"][n]) for n in unsure(probe)),
+            100 * probe["threshold"])
+
+
+def _unsure_node_text(name, v):
+    """"node2 ran 29% slower with the others running (rounds -42% to -12%), alone against
+    itself +-40%"."""
+    return "%s ran %.0f%% slower with the others running (rounds %+.0f%% to %+.0f%%), alone " \
+        "against itself +-%.0f%%" % (name, 100 * v["loss"], -100 * v["loss_high"],
+                                     -100 * v["loss_low"], 100 * v["noise"])
 
 
 def flags(setup):

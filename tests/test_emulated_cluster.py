@@ -400,10 +400,12 @@ def test_hostile_workdirs_over_ssh_provision_run_a_cell_and_collect_it(netns, tm
 
 def test_the_probe_finds_cgroup_quotas_that_add_up_to_more_than_the_machine(netns):
     """3 hosts with a quota of 1 CPU each on a 2-CPU machine: each host's facts show the whole
-    machine, so nothing but a measurement tells that they share. One more measurement is
-    allowed, as for the own-core case (tests/test_contention.py): the probe declines to call
+    machine, so nothing but a measurement tells that they share. The probe declines to call
     sharing on a host noisier than the loss, and this machine is a VM whose host moves its
-    vCPUs (eight 1 s readings of one host alone: 321-473 chunks/s, nothing else running)."""
+    vCPUs (eight 1 s readings of one CPU alone: 293-415 chunks/s, nothing else running, on
+    2026-11-27): there it must say it cannot rule sharing out, never "no sharing found" (CI,
+    2026-11-27: node1 33% slower in every round, alone against itself +-32%). One more
+    measurement is allowed for "shared", as for the own-core case (tests/test_contention.py)."""
     from harness.run import contention
     from harness.nodes import stacks
     if netns["vcpus"] * len(netns["hosts"]) <= len(os.sched_getaffinity(0)):
@@ -415,5 +417,7 @@ def test_the_probe_finds_cgroup_quotas_that_add_up_to_more_than_the_machine(netn
     if not tries[0]["shared"]:
         tries.append(contention.measure(nodes_, pythons, rounds=contention.ROUNDS))
     print("\nnetns: %s" % "\n".join(contention.describe(t) for t in tries))
-    assert tries[-1]["shared"] is True and tries[-1]["worst_loss"] > 0.2, \
+    assert all(t["shared"] or t["undecided"] for t in tries), \
+        [contention.describe(t) for t in tries]
+    assert tries[-1]["worst_loss"] > 0.2, \
         [contention.describe(t) for t in tries]
