@@ -232,9 +232,10 @@ def measure(inventory_name):
 @pytest.mark.cluster
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="no node can own a CPU")
 def test_the_probe_finds_no_sharing_on_nodes_of_their_own(provisioned):
-    """One more measurement is allowed: this machine is a VM whose host moves its vCPUs."""
+    """One more measurement is allowed, where the first found sharing or could not rule it
+    out: this machine is a VM whose host moves its vCPUs."""
     tries = [measure("local")]
-    if tries[0]["shared"]:
+    if tries[0]["shared"] or tries[0]["undecided"]:
         tries.append(measure("local"))
     assert tries[-1]["shared"] is False, [contention.describe(t) for t in tries]
     assert tries[-1]["worst_loss"] < contention.SHARED_LOSS
