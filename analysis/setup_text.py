@@ -70,7 +70,7 @@ def shares_text(bed):
     if any(m.get("measured") for m in bed["machines"]):
         return text + " (measured: the contention probe below)"
     unsure = testbed.unsure(bed.get("contention"))
-    if unsure:
+    if unsure and text == "no":
         return text + " (not ruled out on %s: the contention probe below)" % ", ".join(unsure)
     return text
 
@@ -92,10 +92,11 @@ def contention_blocks(probe):
     if not probe:
         return [("p", "Contention probe: not run (a run made before it existed): sharing is "
                       "inferred from the inventory and the host facts only.")]
+    unsure = testbed.unsure(probe)
     rows = [[name, "%.0f" % v["alone"], render.number(v["together"], "%.0f"),
              "-" if v["loss"] is None else "%+.1f%%" % (-100 * v["loss"]),
              _probe_range(v), _noise_cell(v),
-             "yes" if v.get("shared") else "not ruled out" if v.get("undecided") else "no",
+             "yes" if v.get("shared") else "not ruled out" if name in unsure else "no",
              "-" if v["steal"] is None else "%.1f%%" % (100 * v["steal"])]
             for name, v in sorted(probe["nodes"].items())]
     rule = probe.get("rule") or "shared when a node is slower by more than %.0f%%" % (
@@ -119,10 +120,12 @@ def _found(probe):
     """What the probe found, in the words of its three outcomes."""
     if probe["shared"]:
         return "some nodes share cores, so the run counts as sharing cores"
-    if probe.get("undecided"):
-        return "sharing not ruled out on %s: a loss over %.0f%%, not beyond the node's own " \
-            "noise in every round but one; the claims are judged, with this named beside " \
-            "them" % (", ".join(probe["undecided"]), 100 * probe["threshold"])
+    unsure = testbed.unsure(probe)
+    if unsure:
+        return "sharing not ruled out on %s: a median loss over %.0f%%, but not %.0f%% beyond " \
+            "the node's own noise, or not in every round but one; the claims are judged, " \
+            "with this named beside them" % (", ".join(unsure), 100 * probe["threshold"],
+                                             100 * probe["threshold"])
     return "no node shares cores"
 
 

@@ -168,10 +168,12 @@ def slowed(probe):
 
 def unsure(probe):
     """The nodes whose sharing the contention probe could not rule out: a median loss over
-    its threshold, not beyond the node's own noise in every round but one (a probe from
-    before this reading: none)."""
+    its threshold, but not that far beyond the node's own noise, or not in every round but
+    one. A probe saved before this outcome: a node it did not find shared with a median loss
+    over the threshold; one from before the per-node verdict: none (slowed() reads it)."""
     return sorted(name for name, v in ((probe or {}).get("nodes") or {}).items()
-                  if v.get("undecided"))
+                  if v.get("undecided", "shared" in v and not v["shared"] and
+                           (v.get("loss") or 0) > probe["threshold"]))
 
 
 def _apply_probe(machines, probe):
@@ -482,9 +484,9 @@ def probe_sharing_text(setup, losing):
 
 def probe_unsure_text(probe):
     """The deviation where the probe could neither find sharing nor rule it out."""
-    return "the contention probe could not rule out shared cores: %s (the rule: %.0f%% " \
-        "beyond the node's own noise, in every round but one): the claims are judged, and " \
-        "these nodes' times may hold that interference" % (
+    return "the contention probe could not rule out shared cores: %s (sharing needs a " \
+        "median loss %.0f%% beyond the node's own noise, and a loss over it in every round " \
+        "but one): the claims are judged, and these nodes' times may hold that interference" % (
             "; ".join(_unsure_node_text(n, probe["nodes"][n]) for n in unsure(probe)),
             100 * probe["threshold"])
 
@@ -502,6 +504,6 @@ def flags(setup):
     return {"shares_cores": setup["shares_cores"], "link": setup["link"]["kind"],
             "data": setup["data"], "deviations": [d["key"] for d in setup["deviations"]],
             "contention": {k: (setup.get("contention") or {}).get(k)
-                           for k in ("shared", "worst_loss", "threshold")},
+                           for k in ("shared", "undecided", "worst_loss", "threshold")},
             "machines": [{k: m[k] for k in ("nodes", "logical_cpus", "threads", "shared",
                                             "pinned")} for m in setup["machines"]]}

@@ -17,8 +17,9 @@ per node (docs/methodology.md, "Sharing measured"):
           most one lost more than SHARED_LOSS.
 
   not ruled out  when its median loss exceeds SHARED_LOSS but the node is not found
-          shared: it lost what sharing costs, and its own noise or a round without the loss
-          leaves the cause open. The claims are still judged, with this named beside them.
+          shared: it lost what sharing costs, but not SHARED_LOSS beyond its own noise, or
+          not in every round but one, which leaves the cause open. The claims are still
+          judged, with this named beside them.
 
 A node that shares cores loses speed every time the others run and keeps it when alone; a
 disturbance (writeback after provisioning, another program) comes and goes, moves the
@@ -54,7 +55,7 @@ SHARED_LOSS = 0.15
 SETTLE_SECONDS = 20  # the longest the probe waits for a node to be quiet before it measures
 RULE = ("shared when a node's median loss over the rounds exceeds %.0f%% plus its own noise "
         "(the median change between two consecutive readings alone), in every round but at "
-        "most one; not ruled out when its median loss exceeds %.0f%% without that"
+        "most one; not ruled out when its median loss exceeds %.0f%% but not so"
         % (100 * SHARED_LOSS, 100 * SHARED_LOSS))
 
 
