@@ -281,11 +281,21 @@ def test_start_up_and_steady_steps_are_recorded_apart(smoke_run):
 def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     """Nodes that own their cores (any machine of 2 CPUs or more) make the frameworks' times
     comparable, and the report judges the claims; the manifest carries the same flags, the
-    layout and the contention probe's figures, which found no sharing."""
+    layout and the contention probe's figures. Where the probe measures sharing on such nodes
+    (this VM's two vCPUs interfered in CI's smoke run of 2026-11-27: node1 28% slower with
+    the other node running, 4 of 5 rounds over 15%, alone against itself +-13%), the report
+    says so with its figures and the claims are not comparable: what the host does is the
+    probe's subject (tests/test_contention.py), this test's is that the report follows it."""
     run = smoke_run["run"]
     manifest = json.loads((run / "manifest.json").read_text())
-    shared = len(psutil.Process().cpu_affinity()) < 2
-    assert manifest["contention"]["shared"] is shared
+    inferred = len(psutil.Process().cpu_affinity()) < 2
+    measured = manifest["contention"]["shared"]
+    assert measured or not inferred  # nodes on one CPU: the probe must find it
+    shared = inferred or measured
+    if measured and not inferred:
+        from harness.run import contention
+        print("\non nodes with CPUs of their own: %s" % contention.describe(
+            manifest["contention"]))
     assert set(manifest["contention"]["nodes"]) == {"node%d" % (r + 1) for r in RANKS}
     assert "local node(s) x" in manifest["inventory"]["layout"]
     assert manifest["setup"]["shares_cores"] is shared
@@ -308,8 +318,10 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     claims = [l for l in report.splitlines() if l.startswith("| Synchronous: TensorFlow is "
                                                              "slower than PyTorch")]
     assert len(claims) == 1
-    assert ("| not comparable |" in claims[0]) is shared
+    assert ("| not comparable" in claims[0]) is shared
     assert "partial (1 of 6)" in claims[0] or shared
+    assert ("though the inventory gives each node CPUs of its own" in report) is (
+        measured and not inferred)
     consistency = pandas.read_csv(run / "analysis" / "consistency.csv", keep_default_na=False)
     fig3 = consistency[consistency.check == "fig3_vs_breakdown"]
     assert len(fig3) == len(SYSTEMS) and fig3.accepted.all()
