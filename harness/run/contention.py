@@ -55,7 +55,7 @@ SHARED_LOSS = 0.15
 SETTLE_SECONDS = 20  # the longest the probe waits for a node to be quiet before it measures
 RULE = ("shared when a node's median loss over the rounds exceeds %.0f%% plus its own noise "
         "(the median change between two consecutive readings alone), in every round but at "
-        "most one; not ruled out when its median loss exceeds %.0f%% but not so"
+        "most one; not ruled out when its median loss exceeds %.0f%% without meeting that"
         % (100 * SHARED_LOSS, 100 * SHARED_LOSS))
 
 
