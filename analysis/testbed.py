@@ -485,10 +485,10 @@ def probe_sharing_text(setup, losing):
 def probe_unsure_text(probe):
     """The deviation where the probe could neither find sharing nor rule it out."""
     return "the contention probe could not rule out shared cores: %s (sharing needs a " \
-        "median loss %.0f%% beyond the node's own noise, and a loss over it in every round " \
+        "median loss %.0f%% beyond the node's own noise, and a loss over %.0f%% in every round " \
         "but one): the claims are judged, and these nodes' times may hold that interference" % (
             "; ".join(_unsure_node_text(n, probe["nodes"][n]) for n in unsure(probe)),
-            100 * probe["threshold"])
+            100 * probe["threshold"], 100 * probe["threshold"])
 
 
 def _unsure_node_text(name, v):
