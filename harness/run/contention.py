@@ -321,9 +321,15 @@ def describe(result):
         when = "measured %d s ago on the same nodes, taken again" % result["reused_after"]
     settled = "; " + result["settled"] if result.get("settled") else ""
     settled += "; " + result["short"] if result.get("short") else ""
-    verdict = "nodes SHARE cores (%s)" % RULE if result["shared"] else \
-        "sharing NOT RULED OUT on %s (%s)" % (", ".join(result["undecided"]), RULE) \
-        if result.get("undecided") else "no sharing found"
     return "contention probe (%s%s): %s -> %s" % (
         when, settled, "; ".join(node_text(n, v) for n, v in sorted(result["nodes"].items())),
-        verdict)
+        verdict_text(result))
+
+
+def verdict_text(result):
+    """The probe's outcome, one of three: shared, not ruled out, none found."""
+    if result["shared"]:
+        return "nodes SHARE cores (%s)" % RULE
+    if result.get("undecided"):
+        return "sharing NOT RULED OUT on %s (%s)" % (", ".join(result["undecided"]), RULE)
+    return "no sharing found"
