@@ -304,8 +304,12 @@ def test_a_probe_that_found_sharing_or_could_not_tell_is_never_taken_again(
 @pytest.mark.cluster
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) > 2, reason="3 nodes share only on <3 CPUs")
 def test_the_probe_finds_three_nodes_sharing_two_cpus(provisioned):
+    """Three nodes on two CPUs share by construction. On a host noisier than the loss the probe
+    must say it cannot rule sharing out, never "no sharing found" (CI, 2026-11-27: this test,
+    asserting "shared", failed on such a host; the emulated quota test reads the same way)."""
     found = measure("local-shared")
-    assert found["shared"] is True and found["worst_loss"] > 0.2
+    assert found["shared"] or found["undecided"], contention.describe(found)
+    assert found["worst_loss"] > 0.2, contention.describe(found)
     assert set(found["nodes"]) == {"node1", "node2", "node3"}
 
 

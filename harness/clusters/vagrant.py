@@ -11,6 +11,7 @@ The Vagrantfile reads the same environment variables with the same defaults (a t
 that they agree). Each VM's host key and cluster interface are read through `vagrant ssh`
 (authenticated by the key Vagrant made for that VM) and pinned in a known_hosts file: the
 harness and Ansible then check the host key on every connection."""
+import contextlib
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import time
 
 import yaml
 
-from . import libvirt, vmbox
+from . import libvirt, vmbox, vmwatch
 from contract.errors import UserError
 from ..paths import INVENTORIES, REPO
 
@@ -140,10 +141,7 @@ def prepare(run=None, echo=print):
     if stopped:
         echo("vagrant up: %s (a first boot copies the box: minutes)" % ", ".join(stopped))
         began = time.monotonic()
-        try:
-            run(["up"] + stopped, stream=True)
-        except UserError as error:
-            raise UserError(error.cause + console_tails(stopped), error.fix)
+        bring_up(run, stopped, record, echo)
         echo("up in %.0f s" % (time.monotonic() - began))
     ssh = parse_ssh_config(run(["ssh-config"] + names))
     missing = [n for n in names if n not in ssh]
@@ -164,6 +162,26 @@ def prepare(run=None, echo=print):
     return path
 
 
+def bring_up(run, names, record, echo):
+    """`vagrant up` names; on libvirt with a console log, a VM whose DHCP client gave up is
+    reset once while Vagrant waits for its address (vmwatch.py says why)."""
+    console = os.environ.get("DLBENCH_VM_CONSOLE")
+    watched = run is _vagrant and record["provider"] == "libvirt" and console
+    watch = vmwatch.DhcpWatch(names, console, reset_vm, echo, time.time) if watched else \
+        contextlib.nullcontext()
+    try:
+        with watch:
+            run(["up"] + names, stream=True)
+    except UserError as error:
+        raise UserError(error.cause + console_tails(names), error.fix)
+
+
+def reset_vm(name):
+    """A hard reset of a libvirt VM, found by the id Vagrant recorded for it."""
+    uuid = (REPO / ".vagrant" / "machines" / name / "libvirt" / "id").read_text().strip()
+    libvirt.virsh("reset", uuid)
+
+
 def console_tails(names, lines=15):
     """The last lines of each VM's console log, which say why a box did not boot."""
     folder = os.environ.get("DLBENCH_VM_CONSOLE")
@@ -172,9 +190,12 @@ def console_tails(names, lines=15):
         log = os.path.join(folder, name + ".log") if folder else ""
         if log and os.path.isfile(log):
             with open(log, errors="replace") as handle:
-                tail = handle.read().splitlines()[-lines:]
-            out += "\n--- %s's console (%s), last %d lines:\n%s" % (name, log, len(tail),
-                                                                    "\n".join(tail))
+                text = handle.read()
+            tail = vmwatch.plain(text).splitlines()[-lines:]
+            failed = vmwatch.failed_units(text)
+            out += "\n--- %s's console (%s)%s, last %d lines:\n%s" % (
+                name, log, "; failed to start: " + ", ".join(failed) if failed else "",
+                len(tail), "\n".join(tail))
     return out
 
 
