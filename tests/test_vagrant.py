@@ -296,36 +296,37 @@ GAVE_UP_LINE = "\x1b[K[\x1b[0;1;31mFAILED\x1b[0m] Failed to start \x1b[0;1;39mRa
                "interfaces\x1b[0m.\n"
 
 
-def test_a_vm_whose_dhcp_client_gave_up_is_reset_once(tmp_path):
+def test_a_vm_whose_dhcp_client_gave_up_is_restarted_once(tmp_path):
     from harness.clusters import vmwatch
     old = tmp_path / "node1.log"
     old.write_text(GAVE_UP_LINE)  # an earlier VM's console: not this boot's
     os.utime(old, (1000.0, 1000.0))
     (tmp_path / "node2.log").write_text("Starting Raise network interfaces...\n")
     (tmp_path / "node3.log").write_text("[  OK  ] Finished Raise network interfaces.\n")
-    reset, said = [], []
-    watch = vmwatch.DhcpWatch(["node1", "node2", "node3"], str(tmp_path), reset.append,
+    restarted, said = [], []
+    watch = vmwatch.DhcpWatch(["node1", "node2", "node3"], str(tmp_path), restarted.append,
                               said.append, clock=lambda: 2000.0)
     watch.check()
-    assert reset == [] and said == []
+    assert restarted == [] and said == []
     with open(str(tmp_path / "node2.log"), "a") as log:
         log.write(GAVE_UP_LINE)
     watch.check()
     watch.check()
-    assert reset == ["node2"] and len(said) == 1
+    assert restarted == ["node2"] and len(said) == 1
     assert said[0].startswith("node2: its DHCP client gave up with no address")
 
 
-def test_a_reset_that_fails_is_said_and_leaves_vagrant_to_fail(tmp_path):
+def test_a_restart_that_fails_is_said_and_leaves_vagrant_to_fail(tmp_path):
     from harness.clusters import vmwatch
     (tmp_path / "node2.log").write_text(GAVE_UP_LINE)
     said = []
 
-    def reset(name):
-        raise UserError("`virsh reset 1234` failed: domain is not running", "")
-    watch = vmwatch.DhcpWatch(["node2"], str(tmp_path), reset, said.append, clock=lambda: 0.0)
+    def restart(name):
+        raise UserError("`virsh start 1234` failed: no domain with matching uuid", "")
+    watch = vmwatch.DhcpWatch(["node2"], str(tmp_path), restart, said.append, clock=lambda: 0.0)
     watch.check()
-    assert said[-1] == "node2: the reset failed: `virsh reset 1234` failed: domain is not running"
+    assert said[-1] == "node2: the restart failed: `virsh start 1234` failed: no domain with " \
+        "matching uuid"
 
 
 def test_the_console_tail_names_what_failed_to_start(monkeypatch, tmp_path):

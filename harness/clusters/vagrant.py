@@ -164,10 +164,10 @@ def prepare(run=None, echo=print):
 
 def bring_up(run, names, record, echo):
     """`vagrant up` names; on libvirt with a console log, a VM whose DHCP client gave up is
-    reset once while Vagrant waits for its address (vmwatch.py says why)."""
+    restarted once while Vagrant waits for its address (vmwatch.py says why)."""
     console = os.environ.get("DLBENCH_VM_CONSOLE")
     watched = run is _vagrant and record["provider"] == "libvirt" and console
-    watch = vmwatch.DhcpWatch(names, console, reset_vm, echo, time.time) if watched else \
+    watch = vmwatch.DhcpWatch(names, console, restart_vm, echo, time.time) if watched else \
         contextlib.nullcontext()
     try:
         with watch:
@@ -176,10 +176,12 @@ def bring_up(run, names, record, echo):
         raise UserError(error.cause + console_tails(names), error.fix)
 
 
-def reset_vm(name):
-    """A hard reset of a libvirt VM, found by the id Vagrant recorded for it."""
+def restart_vm(name):
+    """Stop a libvirt VM at once and start it again (a new QEMU process), found by the id
+    Vagrant recorded for it."""
     uuid = (REPO / ".vagrant" / "machines" / name / "libvirt" / "id").read_text().strip()
-    libvirt.virsh("reset", uuid)
+    libvirt.virsh("destroy", uuid)
+    libvirt.virsh("start", uuid)
 
 
 def console_tails(names, lines=15):

@@ -1,12 +1,16 @@
-"""While `vagrant up` waits for each VM's address: a VM whose DHCP client gave up is reset once.
+"""While `vagrant up` waits for each VM's address: a VM whose DHCP client gave up is restarted
+once.
 
-Why: in CI (2026-11-27) one of three TCG guests got no offer from libvirt's DHCP within its
-dhclient's 300 s, its "Raise network interfaces" failed, and vagrant-libvirt went on asking
-libvirt for the VM's lease for about 10 more minutes before it removed the VM and failed
-(why no offer came, the guest, dnsmasq or the bridge, is not known). The guest never asks
-again by itself: ifupdown runs its DHCP client once. A reset boots it again and its DHCP client
-asks anew while vagrant-libvirt is still waiting, so `vagrant up` goes on. Each VM is reset
-at most once: a second failure is Vagrant's, with the consoles in its error."""
+Why: in CI (2026-11-27) one of three TCG guests got no address within its DHCP client's 300 s,
+its "Raise network interfaces" failed, and vagrant-libvirt went on asking libvirt for the VM's
+lease for about 10 more minutes before it removed the VM and failed. The guest never asks again
+by itself: ifupdown runs its DHCP client once. Seen here the same day (the first boot's DHCP
+blocked on purpose, then unblocked): after a reset (`virsh reset`) the guest asked every few
+seconds for 4 minutes and libvirt's DHCP offered an address each time (the offers, with correct
+checksums, reached the VM's tap device), but the guest never took one; after `virsh destroy`
+and `virsh start` (a new QEMU process, the same VM) it took the first offer, and the waiting
+`vagrant up` went on and succeeded. Why the guest did not take the offers is not known. Each
+VM is restarted at most once: a second failure is Vagrant's, with the consoles in its error."""
 import re
 import threading
 from pathlib import Path
@@ -32,14 +36,14 @@ def failed_units(text):
 
 
 class DhcpWatch:
-    """Reads the consoles of `names` every POLL_SECONDS; resets (reset(name)) a VM whose
+    """Reads the consoles of `names` every POLL_SECONDS; restarts (restart(name)) a VM whose
     console says its DHCP client gave up. A console last written before the watch began is an
     earlier VM's and is not read."""
 
-    def __init__(self, names, console, reset, echo, clock):
-        self.names, self.console, self.reset_vm, self.echo = names, Path(console), reset, echo
+    def __init__(self, names, console, restart, echo, clock):
+        self.names, self.console, self.restart_vm, self.echo = names, Path(console), restart, echo
         self.began = clock()
-        self.reset = []
+        self.restarted = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -59,14 +63,14 @@ class DhcpWatch:
     def check(self):
         for name in self.names:
             log = self.console / (name + ".log")
-            if name in self.reset or not log.is_file() or log.stat().st_mtime < self.began:
+            if name in self.restarted or not log.is_file() or log.stat().st_mtime < self.began:
                 continue
             if GAVE_UP in plain(log.read_text(errors="replace")):
-                self.reset.append(name)
+                self.restarted.append(name)
                 self.echo("%s: its DHCP client gave up with no address (its console: \"%s\"); "
-                          "resetting it once, so that it asks again while Vagrant waits"
+                          "restarting it once, so that it asks again while Vagrant waits"
                           % (name, GAVE_UP))
                 try:
-                    self.reset_vm(name)
+                    self.restart_vm(name)
                 except Exception as error:  # Vagrant's own wait then fails with the consoles
-                    self.echo("%s: the reset failed: %s" % (name, error))
+                    self.echo("%s: the restart failed: %s" % (name, error))
