@@ -285,8 +285,12 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     (this VM's two vCPUs interfered in CI's smoke run of 2026-11-27: node1 28% slower with
     the other node running, 4 of 5 rounds over 15%, alone against itself +-13%), the report
     says so with its figures and the claims are not comparable: what the host does is the
-    probe's subject (tests/test_contention.py), this test's is that the report follows it."""
+    probe's subject (tests/test_contention.py), this test's is that the report follows it.
+    Likewise a cell disturbed in both attempts is left out of the verdicts and of Fig. 3's
+    check (CI, 2026-11-27: both MXNet cells, the host's steal 3-7% of the nodes' CPU time)."""
     run = smoke_run["run"]
+    left_out = {system for system, cell in smoke_run["cells"].items()
+                if json.loads((cell / "status.json").read_text()).get("disturbed")}
     manifest = json.loads((run / "manifest.json").read_text())
     inferred = len(psutil.Process().cpu_affinity()) < 2
     measured = manifest["contention"]["shared"]
@@ -318,13 +322,16 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     claims = [l for l in report.splitlines() if l.startswith("| Synchronous: TensorFlow is "
                                                              "slower than PyTorch")]
     assert len(claims) == 1
-    assert ("| not comparable" in claims[0]) is shared
-    assert "partial (1 of 6)" in claims[0] or shared
+    if {"tensorflow-sync", "pytorch-sync"} & left_out:
+        assert "| not measured |" in claims[0]
+    else:
+        assert ("| not comparable" in claims[0]) is shared
+        assert "partial (1 of 6)" in claims[0] or shared
     assert ("though the inventory gives each node CPUs of its own" in report) is (
         measured and not inferred)
     consistency = pandas.read_csv(run / "analysis" / "consistency.csv", keep_default_na=False)
     fig3 = consistency[consistency.check == "fig3_vs_breakdown"]
-    assert len(fig3) == len(SYSTEMS) and fig3.accepted.all()
+    assert set(fig3.system) == set(SYSTEMS) - left_out and (fig3.ok.astype(str) == "True").all()
     assert (fig3.not_applicable != "").all()  # an identity: not counted in the tally
 
 
