@@ -396,7 +396,12 @@ def test_the_scaling_sweep_covers_tensorflow_async(provisioned, tmp_path):
     scaling = pd.read_csv(run / "analysis" / "scaling.csv")
     rows = scaling[scaling.system == "tensorflow-async"]
     assert sorted(rows.nodes) == list(range(1, NODES + 1))
-    assert (rows.speedup > 0).all()
+    # a count disturbed in both attempts stays as a row that says so (CI-equivalent,
+    # 2026-11-27: 2 nodes, the host's steal); every count measured has its throughput
+    left_out = rows.note.fillna("") == "disturbed in both attempts, left out"
+    assert (rows[~left_out].images_per_s > 0).all() and rows[left_out].images_per_s.isna().all()
+    if not left_out.any():
+        assert (rows.speedup > 0).all()
 
 
 def test_a_small_explain_ladder_runs_every_rung_with_its_level(provisioned, tmp_path):
