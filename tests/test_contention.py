@@ -244,6 +244,12 @@ def test_the_probe_finds_no_sharing_on_nodes_of_their_own(provisioned):
     machine is a VM whose host moves its vCPUs: in the CI-equivalent run of 2026-11-27 (the
     host's steal 3-7% in cells beside it) node1 read 18% slower (rounds -21% to +0%, alone
     +-18%), then 29% (rounds -44% to +10%, alone +-13%): "not ruled out" twice."""
+    nodes = nodes_mod.connect_all(inventory.load("local"))
+    # what no noise can hide: each node's probe runs on CPUs no other node has
+    assert contention.overlapping(nodes) == "" and all(n.host.cpus for n in nodes)
+    for node in nodes:
+        assert contention.command(node, "python").startswith(
+            "cd /tmp && taskset -c %s " % node.host.cpus)
     tries = [measure("local")]
     if tries[0]["shared"] or tries[0]["undecided"]:
         tries.append(measure("local"))

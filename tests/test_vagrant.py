@@ -335,3 +335,32 @@ def test_the_console_tail_names_what_failed_to_start(monkeypatch, tmp_path):
     text = vagrant.console_tails(["node2"])
     assert "; failed to start: Raise network interfaces, last 3 lines:" in text
     assert "[FAILED] Failed to start Raise network interfaces." in text  # without colour codes
+
+
+def test_vagrant_up_runs_with_the_watch_beside_it(monkeypatch, tmp_path):
+    """The watch's thread reads the consoles while `vagrant up` runs and is stopped after it;
+    a newer systemd's wording ("networking.service - Raise ...") is read as the same failure."""
+    from harness.clusters import vmwatch
+    monkeypatch.setattr(vmwatch, "POLL_SECONDS", 0.01)
+    monkeypatch.setenv("DLBENCH_VM_CONSOLE", str(tmp_path))
+    restarted, said = [], []
+    monkeypatch.setattr(vagrant, "restart_vm", restarted.append)
+
+    def up(args, stream=False):
+        (tmp_path / "node3.log").write_text("[FAILED] Failed to start networking.service - "
+                                            "Raise network interfaces.\n")
+        deadline = time.monotonic() + 10
+        while not restarted and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return ""
+    monkeypatch.setattr(vagrant, "_vagrant", up)
+    watches = []
+
+    class Watch(vmwatch.DhcpWatch):
+        def __enter__(self):
+            watches.append(self)
+            return super().__enter__()
+    monkeypatch.setattr(vmwatch, "DhcpWatch", Watch)
+    vagrant.bring_up(up, ["node3"], {"provider": "libvirt"}, said.append)
+    assert restarted == ["node3"] and said[0].startswith("node3: its DHCP client gave up")
+    assert len(watches) == 1 and not watches[0]._thread.is_alive()

@@ -163,8 +163,9 @@ def prepare(run=None, echo=print):
 
 
 def bring_up(run, names, record, echo):
-    """`vagrant up` names; on libvirt with a console log, a VM whose DHCP client gave up is
-    restarted once while Vagrant waits for its address (vmwatch.py says why)."""
+    """`vagrant up` names. Run by this package's own `vagrant` on libvirt with a console log,
+    a VM whose DHCP client gave up is restarted once while Vagrant waits for its address
+    (vmwatch.py says why)."""
     console = os.environ.get("DLBENCH_VM_CONSOLE")
     watched = run is _vagrant and record["provider"] == "libvirt" and console
     watch = vmwatch.DhcpWatch(names, console, restart_vm, echo, time.time) if watched else \

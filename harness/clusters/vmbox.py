@@ -58,10 +58,11 @@ FILES = {
     "etc/hosts": "127.0.0.1 localhost\n127.0.1.1 dlbench\n",
     "etc/network/interfaces": "auto lo\niface lo inet loopback\n\nauto eth0\n"
                               "iface eth0 inet dhcp\n",
-    # ifupdown's dhclient asks for 60 s, then from the background again only every 5 min (its
-    # `retry`): in a CI run one TCG guest raised its interface after 1 min with no address,
-    # and Vagrant gave up after 15 min of waiting for one. Asking for 300 s and then every
-    # 10 s leaves no such gap; why no offer came (the guest, dnsmasq, the bridge) is not known
+    # dhclient's default is to ask for 60 s: in a CI run one TCG guest raised its interface
+    # after 1 min with no address, and Vagrant gave up after 15 min. It asks for 300 s here.
+    # The `retry` does not help at boot: a later CI guest (2026-11-27) got no address in the
+    # 300 s and ifup failed ("Failed to start Raise network interfaces"), so its client did not
+    # go on in the background; vmwatch.py restarts such a VM while Vagrant waits
     "etc/dhcp/dhclient.conf": "# dlbench: ask for 300 s, then every 10 s (not every 5 min)\n"
                               "timeout 300;\nretry 10;\nsend host-name = gethostname();\n"
                               "request subnet-mask, broadcast-address, time-offset, routers,\n"

@@ -9,13 +9,16 @@ blocked on purpose, then unblocked): after a reset (`virsh reset`) the guest ask
 seconds for 4 minutes and libvirt's DHCP offered an address each time (the offers, with correct
 checksums, reached the VM's tap device), but the guest never took one; after `virsh destroy`
 and `virsh start` (a new QEMU process, the same VM) it took the first offer, and the waiting
-`vagrant up` went on and succeeded. Why the guest did not take the offers is not known. Each
-VM is restarted at most once: a second failure is Vagrant's, with the consoles in its error."""
+`vagrant up` went on and succeeded (one trial of each). Why the guest did not take the offers is not known. Each
+VM is restarted at most once: a second failure is Vagrant's, with the consoles in its error (the
+restarted boot's: QEMU starts the log anew; the first boot's failure is in the line said when it
+was restarted)."""
 import re
 import threading
 from pathlib import Path
 
-GAVE_UP = "Failed to start Raise network interfaces"
+# bullseye's systemd; a newer one names the unit first ("networking.service - Raise ...")
+GAVE_UP = re.compile(r"Failed to start (\S+ - )?Raise network interfaces")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 POLL_SECONDS = 5
 
@@ -41,7 +44,7 @@ class DhcpWatch:
     earlier VM's and is not read."""
 
     def __init__(self, names, console, restart, echo, clock):
-        self.names, self.console, self.restart_vm, self.echo = names, Path(console), restart, echo
+        self.names, self.console, self.restart, self.echo = names, Path(console), restart, echo
         self.began = clock()
         self.restarted = []
         self._stop = threading.Event()
@@ -53,28 +56,32 @@ class DhcpWatch:
 
     def __exit__(self, *exc):
         self._stop.set()
-        self._thread.join()
+        self._thread.join(timeout=POLL_SECONDS)  # a daemon: Ctrl-C does not wait on virsh
         return False
 
     def _poll(self):
         while not self._stop.wait(POLL_SECONDS):
-            self.check()
+            try:
+                self.check()
+            except Exception as error:  # the watch is a help: Vagrant's own wait still runs
+                self.echo("the console watch stopped: %s" % error)
+                return
 
     def check(self):
         for name in self.names:
             log = self.console / (name + ".log")
-            if name in self.restarted or not log.is_file() or log.stat().st_mtime < self.began:
-                continue
             try:
-                text = log.read_text(errors="replace")
-            except OSError:  # not readable by this user: Vagrant's own wait decides
+                fresh = log.is_file() and log.stat().st_mtime >= self.began
+                text = log.read_text(errors="replace") if fresh else ""
+            except OSError:  # gone, or not readable by this user: Vagrant's own wait decides
                 continue
-            if GAVE_UP in plain(text):
-                self.restarted.append(name)
-                self.echo("%s: its DHCP client gave up with no address (its console: \"%s\"); "
-                          "restarting it once, so that it asks again while Vagrant waits"
-                          % (name, GAVE_UP))
-                try:
-                    self.restart_vm(name)
-                except Exception as error:  # Vagrant's own wait then fails with the consoles
-                    self.echo("%s: the restart failed: %s" % (name, error))
+            if name in self.restarted or self._stop.is_set() or not GAVE_UP.search(plain(text)):
+                continue
+            self.restarted.append(name)
+            self.echo("%s: its DHCP client gave up with no address (its console: \"Failed to "
+                      "start Raise network interfaces\"); restarting it once, so that it asks "
+                      "again while Vagrant waits" % name)
+            try:
+                self.restart(name)
+            except Exception as error:  # Vagrant's own wait then fails with the consoles
+                self.echo("%s: the restart failed: %s" % (name, error))
