@@ -9,16 +9,17 @@ blocked on purpose, then unblocked): after a reset (`virsh reset`) the guest ask
 seconds for 4 minutes and libvirt's DHCP offered an address each time (the offers, with correct
 checksums, reached the VM's tap device), but the guest never took one; after `virsh destroy`
 and `virsh start` (a new QEMU process, the same VM) it took the first offer, and the waiting
-`vagrant up` went on and succeeded (one trial of each). Why the guest did not take the offers is not known. Each
-VM is restarted at most once: a second failure is Vagrant's, with the consoles in its error (the
-restarted boot's: QEMU starts the log anew; the first boot's failure is in the line said when it
-was restarted)."""
+`vagrant up` went on and succeeded (one trial of each). Why the guest did not take the offers
+is not known. Each VM is restarted at most once: a second failure is Vagrant's, with the
+consoles in its error (the restarted boot's: QEMU starts the log anew; the first boot's failure
+is in the line said when it was restarted)."""
 import re
 import threading
 from pathlib import Path
 
-# bullseye's systemd; a newer one names the unit first ("networking.service - Raise ...")
-GAVE_UP = re.compile(r"Failed to start (\S+ - )?Raise network interfaces")
+# the unit's description: a newer systemd than bullseye's names the unit before it
+# ("networking.service - Raise network interfaces")
+GAVE_UP = "Raise network interfaces"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 POLL_SECONDS = 5
 
@@ -69,13 +70,15 @@ class DhcpWatch:
 
     def check(self):
         for name in self.names:
+            if name in self.restarted or self._stop.is_set():
+                continue
             log = self.console / (name + ".log")
             try:
                 fresh = log.is_file() and log.stat().st_mtime >= self.began
                 text = log.read_text(errors="replace") if fresh else ""
             except OSError:  # gone, or not readable by this user: Vagrant's own wait decides
                 continue
-            if name in self.restarted or self._stop.is_set() or not GAVE_UP.search(plain(text)):
+            if not any(unit.endswith(GAVE_UP) for unit in failed_units(text)):
                 continue
             self.restarted.append(name)
             self.echo("%s: its DHCP client gave up with no address (its console: \"Failed to "
