@@ -215,7 +215,8 @@ def test_down_destroys_only_where_vagrant_created_machines(monkeypatch, tmp_path
     monkeypatch.setattr(vagrant, "INVENTORY", tmp_path / "vagrant.yml")
     monkeypatch.setattr(vagrant, "STATE", tmp_path / "state")
     monkeypatch.setattr(libvirt, "read_state", lambda: None)
-    for name in ("DLBENCH_VM_BOX", "VAGRANT_DEFAULT_PROVIDER"):  # down() sets them for vagrant:
+    for name in ("DLBENCH_VM_BOX", "VAGRANT_DEFAULT_PROVIDER", "DLBENCH_VM_NODES"):  # down()
+        # sets them for vagrant:
         monkeypatch.delenv(name, raising=False)  # they must not reach the later VM tests
     calls, said = [], []
     run = lambda args, stream=False: calls.append(args)
@@ -226,6 +227,30 @@ def test_down_destroys_only_where_vagrant_created_machines(monkeypatch, tmp_path
     monkeypatch.setattr(vagrant.shutil, "which", lambda tool: "/usr/bin/" + tool)
     vagrant.down(run=run, echo=said.append)
     assert calls == [["destroy", "-f"]] and vagrant.created_machines() == ["node1"]
+
+
+def test_down_destroys_the_vms_of_an_earlier_larger_cluster(monkeypatch, tmp_path):
+    """Three VMs created, then DLBENCH_VM_NODES=2 (the test suite's size): `vagrant destroy`
+    must still see node3, or it is left running beside a stopped libvirt."""
+    from harness.clusters import libvirt
+    monkeypatch.setattr(vagrant, "REPO", tmp_path)
+    monkeypatch.setattr(vagrant, "INVENTORY", tmp_path / "vagrant.yml")
+    monkeypatch.setattr(vagrant, "STATE", tmp_path / "state")
+    monkeypatch.setattr(libvirt, "read_state", lambda: None)
+    monkeypatch.setattr(vagrant.shutil, "which", lambda tool: "/usr/bin/" + tool)
+    for name in ("DLBENCH_VM_BOX", "VAGRANT_DEFAULT_PROVIDER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DLBENCH_VM_NODES", "2")
+    for name in ("node1", "node2", "node3"):
+        folder = tmp_path / ".vagrant" / "machines" / name / "libvirt"
+        folder.mkdir(parents=True)
+        (folder / "id").write_text("uuid-" + name)
+    seen = []
+    vagrant.down(run=lambda args, stream=False: seen.append(os.environ["DLBENCH_VM_NODES"]),
+                 echo=print)
+    assert seen == ["3"]
+    monkeypatch.setenv("DLBENCH_VM_NODES", "2")
+    assert vagrant.nodes_to_destroy(["node1"]) == 2  # never fewer than asked for
 
 
 def test_only_a_probed_accelerator_is_reused(monkeypatch, tmp_path):

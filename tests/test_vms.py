@@ -1,7 +1,7 @@
-"""Three Vagrant VMs under libvirt, booted for real (root; KVM where a guest boots under it,
+"""Vagrant VMs under libvirt (two here: see VMS below), booted for real (root; KVM where a guest boots under it,
 QEMU's TCG emulation where not, as here): the box built from Debian's packages, the VMs up
 with their addresses from libvirt's DHCP, SSH into each, one system-mode end to end through
-them (MXNet's env built inside each VM over SSH with Ansible, a smoke cell across the three
+them (MXNet's env built inside each VM over SSH with Ansible, a smoke cell across the
 VMs, collect and analyze), a VM destroyed mid-cell failing its cell within 10 s, and
 `vagrant.down` leaving nothing behind: no VM, no QEMU, no libvirt daemon or dnsmasq that the
 package started, no network, no firewall rule, /dev/kvm as it was.
@@ -17,6 +17,9 @@ and 447 s). With 1 timed calibration pass on emulated CPUs, polls through SFTP a
 roles started in two commands (2026-11-26, CI's run): 13 min 54 s, the cell's test 264 s.
 On the AMD EPYC again (2026-11-27, a noisy host): 18 min 43 s, up 137 s, provisioning 590 s,
 the 4-step cell 264 s, collect 8 s, analyze 5 s, the destroyed-VM cell 101 s.
+Two VMs instead of three (VMS below), back to back on the EPYC (2026-11-27, nothing else
+running): 9 min 54 s against 16 min 15 s; up 97 s against 131 s, provisioning 312 s against
+532 s, the cell's test 123 s against 198 s, the destroyed-VM cell 49 s against 98 s.
 The run resuming once the destroyed VM is up again
 (provisioning it again, the 60-step cell again: about 16 min more) runs with
 DLBENCH_VM_E2E=1; `pytest -s` prints each step's time, and `invoke vm-bench` times a cold
@@ -49,7 +52,13 @@ pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(os.geteuid() != 0, reason="libvirt's VMs need root here"),
               pytest.mark.skipif(bool(MISSING), reason="not installed: %s" % ", ".join(MISSING))]
 
-SIZE = {"DLBENCH_VM_CPUS": "1", "DLBENCH_VM_MEMORY": "1536"}
+# Two VMs, not the paper's three: on CI's 2 cores three emulated vCPUs share them, and the
+# module took 16 min 15 s against 9 min 54 s with two (docstring), for no more proof of the
+# machinery, which is the same for any number of nodes (three hosts over SSH: the emulated
+# cluster's and Slurm's tests). A user's `invoke vagrant.up` still brings up three.
+VMS = 2
+SIZE = {"DLBENCH_VM_CPUS": "1", "DLBENCH_VM_MEMORY": "1536", "DLBENCH_VM_NODES": str(VMS)}
+LAST = "node%d" % VMS
 STACK = ("--stack", "paper-py39")
 SYSTEM = registry.vm_smoke()
 FRAMEWORK = registry.system(SYSTEM)["framework"]
@@ -117,9 +126,9 @@ def test_the_vms_boot_and_say_which_accelerator_they_run_on(vms):
     assert record["accelerator"] in ("kvm", "qemu") and record["why"]
     assert "accelerator: %s" % record["accelerator"] in vms["up"]
     inv = inventory.load("vagrant")
-    assert [h.name for h in inv.hosts] == ["node1", "node2", "node3"]
+    assert [h.name for h in inv.hosts] == ["node%d" % i for i in range(1, VMS + 1)]
     addresses = {h.address for h in inv.hosts}
-    assert len(addresses) == 3
+    assert len(addresses) == VMS
     for host in inv.hosts:  # addresses libvirt's DHCP chose on the package's network
         assert host.address.startswith(libvirt.SUBNET + ".") and host.cluster_interface == "eth0"
         answer = nodes.SshNode(host).run("nproc; hostname; python3.9 --version").stdout.split()
@@ -135,7 +144,7 @@ def test_the_vms_reach_each_other_on_the_package_network(vms):
         assert reached.stdout.strip() == "ok", reached.stderr
 
 
-@pytest.mark.timeout(2700)  # provisioning the three VMs (its fixture) took 312-780 s of it
+@pytest.mark.timeout(2700)  # provisioning the VMs (its fixture) took 312-780 s of it
 def test_a_system_mode_end_to_end_through_the_vms(provisioned_vms, tmp_path):
     # no operator profile and 4 steps (2 timed) instead of the smoke profile's 12: its
     # subject is the path through the VMs (the profiler and the step statistics are the
@@ -160,8 +169,8 @@ def test_a_system_mode_end_to_end_through_the_vms(provisioned_vms, tmp_path):
 
 @pytest.fixture(scope="module")
 def destroyed_mid_cell(provisioned_vms, tmp_path_factory):
-    """`virsh destroy` of node 3 mid-cell, as soon as every process of a 60-step cell is
-    launched (their pids recorded) and one on node 3 reports progress. Its worker is still
+    """`virsh destroy` of the last node mid-cell, as soon as every process of a 60-step cell
+    is launched (their pids recorded) and one on that node reports progress. Its worker is still
     importing MXNet then: waiting for its steps would add a minute or two of emulated
     start-up, and the poll that finds the VM gone is the same in every phase (in training:
     docs/reproducing.md). Returns when bench has ended."""
@@ -175,7 +184,7 @@ def destroyed_mid_cell(provisioned_vms, tmp_path_factory):
         bench = subprocess.Popen(command, cwd=str(REPO), stdout=out, stderr=subprocess.STDOUT,
                                  text=True, env=dict(os.environ, **SIZE))
     try:
-        status_file, destroyed = _destroy_node3_once_its_roles_run(bench, run_id, results)
+        status_file, destroyed = _destroy_the_last_once_its_roles_run(bench, run_id, results)
         bench.wait(timeout=600)
     finally:
         if bench.poll() is None:  # the test failed: stop bench as Ctrl-C would
@@ -185,32 +194,33 @@ def destroyed_mid_cell(provisioned_vms, tmp_path_factory):
             "output": log.read_text(), "status": json.loads(status_file.read_text())}
 
 
-def _destroy_node3_once_its_roles_run(bench, run_id, results):
-    (cell,) = matrix.plan("smoke", 3, systems=SYSTEM, benchmarks="lenet5-cifar10", steps=60)
-    third = nodes.connect_all(inventory.load("vagrant"))[2]
-    folder = faults.run_folder(third, run_id) + "/" + cell.id
+def _destroy_the_last_once_its_roles_run(bench, run_id, results):
+    (cell,) = matrix.plan("smoke", VMS, systems=SYSTEM, benchmarks="lenet5-cifar10", steps=60)
+    last = nodes.connect_all(inventory.load("vagrant"))[-1]
+    folder = faults.run_folder(last, run_id) + "/" + cell.id
     status_file = results / run_id / cell.id / "status.json"
     deadline = time.monotonic() + 600
     while not status_file.is_file() or "processes" not in json.loads(status_file.read_text()) \
-            or not faults.progress_of(third, folder):
+            or not faults.progress_of(last, folder):
         assert time.monotonic() < deadline and bench.poll() is None
         time.sleep(0.5)
-    domain = [d for d in libvirt.virsh("list", "--name").stdout.split() if d.endswith("_node3")]
+    domain = [d for d in libvirt.virsh("list", "--name").stdout.split() if d.endswith("_" + LAST)]
     libvirt.virsh("destroy", domain[0])
     return status_file, time.time()
 
 
 def test_a_vm_destroyed_mid_cell_fails_the_cell_within_10_s(destroyed_mid_cell):
     status, text = destroyed_mid_cell["status"], destroyed_mid_cell["output"]
-    assert status["status"] == "failed" and "node3" in status["reason"], text
+    assert status["status"] == "failed" and LAST in status["reason"], text
     detected = status["detected"] - destroyed_mid_cell["destroyed"]
     assert detected <= 10.0, (detected, text)
-    print("\nnode3 destroyed: the cell failed %.1f s later: %s" % (detected, status["reason"]))
+    print("\n%s destroyed: the cell failed %.1f s later: %s" % (LAST, detected,
+                                                             status["reason"]))
 
 
 @E2E
 def test_the_run_resumes_once_the_destroyed_vm_is_up_again(destroyed_mid_cell):
-    """`invoke provision` brings node 3 up again; the run then resumes its failed cell."""
+    """`invoke provision` brings the last node up again; the run then resumes its failed cell."""
     timed("provision", "--inventory", "vagrant", *STACK, "--frameworks", FRAMEWORK, env=SIZE)
     out = timed("bench", "--inventory", "vagrant", *STACK, "--run", destroyed_mid_cell["run_id"],
                 "--retry-failed", "--results", str(destroyed_mid_cell["results"]),

@@ -213,11 +213,21 @@ def down(run=None, echo=print):
             os.environ.setdefault("VAGRANT_DEFAULT_PROVIDER", record["provider"])
         if record.get("box"):
             os.environ.setdefault("DLBENCH_VM_BOX", record["box"])
+        os.environ["DLBENCH_VM_NODES"] = str(nodes_to_destroy(created_machines()))
         run(["destroy", "-f"], stream=True)
     done = libvirt.down(echo) if libvirt.read_state() else []
     if INVENTORY.is_file():
         INVENTORY.unlink()
     return done
+
+
+def nodes_to_destroy(created):
+    """DLBENCH_VM_NODES for `vagrant destroy`: Vagrant destroys only the machines its
+    Vagrantfile defines, so a VM created under a larger DLBENCH_VM_NODES than now set (node3
+    of an earlier three) would be left running."""
+    asked = int(os.environ.get("DLBENCH_VM_NODES") or DEFAULTS["DLBENCH_VM_NODES"])
+    made = [int(name[4:]) for name in created if name[4:].isdigit()]
+    return max([asked] + made)
 
 
 def created_machines():
