@@ -547,13 +547,18 @@ def disturbed_note(cells, run_id):
     hit = cells[cells.disturbed.fillna("") != ""]
     if hit.empty:
         return ""
-    worst = hit.others_cpu.max() if "others_cpu" in hit else None
     return ("%d cell(s) disturbed in both attempts and left out of the claims (other "
-            "programs took up to %s of a node's CPUs; the bound is 5%%): stop what else runs "
-            "on the nodes, then `invoke bench --run %s --retry-failed`, `invoke collect --run "
-            "%s` and `invoke analyze --run %s`" % (
-                len(hit), "%.0f%%" % (100 * worst) if worst == worst and worst is not None
-                else "more than the bound", run_id, run_id, run_id))
+            "programs took up to %s and steal up to %s of a node's CPUs; the bound, 5%%, is on "
+            "the two together): stop what else runs on the nodes, then `invoke bench --run %s "
+            "--retry-failed`, `invoke collect --run %s` and `invoke analyze --run %s`" % (
+                len(hit), _worst(hit, "others_cpu"), _worst(hit, "steal"), run_id, run_id,
+                run_id))
+
+
+def _worst(cells, column):
+    """The largest share in `column` as "31%", or "?" where no cell has it."""
+    worst = cells[column].max() if column in cells else None
+    return "%.0f%%" % (100 * worst) if worst is not None and worst == worst else "?"
 
 
 def code_line(manifest):

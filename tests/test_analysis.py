@@ -745,6 +745,21 @@ def test_a_disturbed_repeat_is_shown_and_left_out_of_the_verdicts(tmp_path):
     assert "other programs 31% and steal 0%" in text
 
 
+def test_a_cell_disturbed_by_steal_is_said_to_be(tmp_path):
+    """The hypervisor's steal over the bound with other programs under it (CI's host,
+    2026-11-27: others 3%, steal 3-7%): the console's last word names the steal, not only
+    "other programs took up to 3%" beside a 5% bound."""
+    stolen = {"others_cpu": 0.03, "steal": 0.07, "runqueue_wait": 0.05}
+    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 100.0, repeat=0,
+                           interference={"others_cpu": 0.01, "steal": 0.0}),
+             fixtures.cell("lenet5-cifar10", "pytorch-sync", 120.0, repeat=1,
+                           interference=stolen, disturbed="disturbed (node2: other programs "
+                           "3% and steal 7% of its CPUs' time; the bound is 5%)")]
+    built = report.build(fixtures.write_run(tmp_path, cells), quiet=True)
+    assert "(other programs took up to 3% and steal up to 7% of a node's CPUs; the bound, " \
+        "5%, is on the two together)" in built["disturbed"], built["disturbed"]
+
+
 def test_a_warm_up_is_found_in_the_data_and_an_outlier_left_out():
     """Ten slow steps (0.3 s) before 40 steady ones (0.1 s): MSER-5 cuts the ten; one step of
     0.8 s among the steady ones (8x the median) is an outlier; the mean of what is left is the
