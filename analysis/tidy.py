@@ -22,6 +22,7 @@ CV_LIMIT = 0.05  # a group whose execution time varies more than this is flagged
 TOTAL_OF = {"execution": "execution_seconds", "communication": "communication_total"}
 # what else ran on a node while a cell did (bench/common/interference.py), shares of 0..1
 INTERFERENCE = list(schema.INTERFERENCE)
+LEFT_OUT = "disturbed in both attempts, left out"  # scaling.csv's note on such a node count
 
 
 def load_records(path):
@@ -332,7 +333,6 @@ def scaling_table(groups):
             rows.append({"benchmark": key[0], "system": key[1], "link": key[2],
                          "nodes": r.nodes, "images_per_s": r.images_per_s,
                          "speedup": speedup, "efficiency": speedup / r.nodes,
-                         "note": "" if r.succeeded > 0 else
-                         "disturbed in both attempts, left out"})
+                         "note": "" if r.succeeded > 0 else LEFT_OUT})
     return pd.DataFrame(rows, columns=["benchmark", "system", "link", "nodes", "images_per_s",
                                        "speedup", "efficiency", "note"])

@@ -405,7 +405,8 @@ def test_the_scaling_sweep_covers_tensorflow_async(provisioned, tmp_path):
     assert sorted(rows.nodes) == list(range(1, NODES + 1))
     # a count disturbed in both attempts stays as a row that says so (CI-equivalent,
     # 2026-11-27: 2 nodes, the host's steal); every count measured has its throughput
-    left_out = rows.note == "disturbed in both attempts, left out"  # NaN where none is
+    from analysis import tidy
+    left_out = rows.note == tidy.LEFT_OUT  # NaN where none is
     assert not left_out.all()
     assert (rows[~left_out].images_per_s > 0).all() and rows[left_out].images_per_s.isna().all()
     if not left_out[rows.nodes == 1].any():  # the base of every speedup was measured
