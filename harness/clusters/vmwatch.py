@@ -78,12 +78,13 @@ class DhcpWatch:
                 text = log.read_text(errors="replace") if fresh else ""
             except OSError:  # gone, or not readable by this user: Vagrant's own wait decides
                 continue
-            if not any(unit.endswith(GAVE_UP) for unit in failed_units(text)):
+            gave_up = [unit for unit in failed_units(text) if unit.endswith(GAVE_UP)]
+            if not gave_up:
                 continue
             self.restarted.append(name)
             self.echo("%s: its DHCP client gave up with no address (its console: \"Failed to "
-                      "start Raise network interfaces\"); restarting it once, so that it asks "
-                      "again while Vagrant waits" % name)
+                      "start %s\"); restarting it once, so that it asks again while Vagrant "
+                      "waits" % (name, gave_up[0]))
             try:
                 self.restart(name)
             except Exception as error:  # Vagrant's own wait then fails with the consoles
