@@ -2,11 +2,13 @@
 interrupted run resumed, bad input of every kind, and a port or a shard that pre-flight must
 catch. After every fault: the cell is failed within the bound, no process of the run is left on
 any node, what was measured is intact, and the next cell runs."""
+import dataclasses
 import json
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -24,7 +26,6 @@ DETECTION_BOUND = 10.0  # s from the kill to the cell marked failed
 # The freeze bound shortened to its floor (harness/run/settings.py), so that a test of a stall
 # does not wait out a bound sized for a busy machine (the lease likewise: tests/conftest.py)
 FROZEN = 10.0
-SHORT_FROZEN = {"DLBENCH_FROZEN_SECONDS": str(FROZEN)}
 NODES = len(inventory.load("local").hosts)
 
 
@@ -300,26 +301,51 @@ STALLS = [  # (system, phase of node 2's victim when it is stopped, victim, extr
 ]
 
 
-@pytest.mark.parametrize("system, phase, victim, options", STALLS,
-                         ids=["%s-%s" % (s[0], s[1]) for s in STALLS])
-def test_a_stopped_process_fails_its_cell_as_stalled(provisioned, tmp_path, system, phase,
-                                                     victim, options):
+def test_stopped_processes_fail_their_cells_as_stalled(provisioned, tmp_path, monkeypatch):
     """SIGSTOP leaves a process alive and silent: no crash to see, only its progress file
-    standing still. The cell fails as stalled within seconds of the bound (shortened to
-    FROZEN s), naming the process, with its log tail, and nothing of the run is left on any
-    node."""
+    standing still. Each cell fails as stalled within seconds of the bound (shortened to
+    FROZEN s), naming the process, with its log tail; the run goes on to the next cell, and
+    nothing of the run is left on any node. The stalls are the cells of one run, in STALLS's
+    order (issue 39: one probe and one start of the controller instead of six)."""
+    from harness import commands
     from harness.run import stall
-    run_id = "stalled-%s-%s" % (system, phase)
+    monkeypatch.setenv(stall.FROZEN_VARIABLE, str(FROZEN))
+    run_id = "stalled"
     nodes = nodes_mod.connect_all(inventory.load("local"))
-    (cell,) = matrix.plan("smoke", NODES, systems=system, **_plan_options(options))
-    stopper = faults.KillWhenTraining(nodes[1], nodes[1], run_id, cell.id, phase=phase,
-                                      signal="STOP", label=victim)
-    stopper.start()
-    out = invoke("bench", "--run", run_id, "--systems", system, *options,
-                 "--results", str(tmp_path), env=SHORT_FROZEN).stdout
-    stopper.join(timeout=1)
-    assert stopper.killed_at and stopper.victim_phase == phase, out
-    status = runfolder.read_json(tmp_path / run_id / cell.id / "status.json")
+    # the repeat index keeps the ids apart: two cells may differ only in profile_steps,
+    # which an id leaves out
+    cells = [dataclasses.replace(matrix.plan("smoke", NODES, systems=system,
+                                             **_plan_options(options))[0], repeat=i)
+             for i, (system, _, _, options) in enumerate(STALLS)]
+    stoppers = [faults.KillWhenTraining(nodes[1], nodes[1], run_id, cell.id, phase=phase,
+                                        signal="STOP", label=victim, timeout=120)
+                for cell, (_, phase, victim, _) in zip(cells, STALLS)]
+    driver = threading.Thread(target=stop_in_turn, args=(stoppers,), daemon=True)
+    driver.start()
+    commands.bench("local", "current", "smoke", str(tmp_path), run_id=run_id, cells=cells)
+    driver.join(timeout=1)
+    for cell, stopper, stalled in zip(cells, stoppers, STALLS):
+        check_stalled(tmp_path / run_id / cell.id, stopper, *stalled[:3])
+    assert sum(len(p) for p in faults.strays(nodes, run_id).values()) == 0
+
+
+def stop_in_turn(stoppers, wait=300):
+    """Each stopper once its cell's folder is there, one after another as the cells run: one
+    polls at a time, so that six do not load the machine that the cells run on."""
+    for stopper in stoppers:
+        deadline = time.monotonic() + wait
+        while not os.path.isdir(stopper.folders[0]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stopper.run()
+
+
+def check_stalled(cell, stopper, system, phase, victim):
+    """The cell stopped in `phase` failed as stalled within seconds of the bound, naming the
+    victim (or, stopped in the profiled steps, kept its timing and said the profile is
+    incomplete)."""
+    from harness.run import stall
+    assert stopper.killed_at and stopper.victim_phase == phase, (system, phase)
+    status = runfolder.read_json(cell / "status.json")
     said = "stalled: node2/%s wrote no progress for" % victim
     if phase == "profile":  # after every worker wrote its timed steps: the timing is kept
         assert status["status"] == "succeeded", status
@@ -335,9 +361,9 @@ def test_a_stopped_process_fails_its_cell_as_stalled(provisioned, tmp_path, syst
         if status.get("reason", "").startswith("node2/") else -1.0
     assert floor < late < 5.0, status
     assert "node2/%s" % victim in status["log_tails"]
-    assert sum(len(p) for p in faults.strays(nodes, run_id).values()) == 0
 
 
 def _plan_options(options):
+    """("--steps", "300") -> {"steps": 300}: a stall's bench options as matrix.plan's."""
     pairs = dict(zip(options[::2], options[1::2]))
-    return {"steps": int(pairs["--steps"])} if "--steps" in pairs else {}
+    return {name.strip("-").replace("-", "_"): int(value) for name, value in pairs.items()}
