@@ -20,6 +20,7 @@ import pytest
 
 from harness.nodes import inventory
 from harness.plan.matrix import SYSTEMS
+from harness.run import contention
 from tests.conftest import INVOKE, invoke, provision_bench_collect
 from bench.common import resultkeys
 
@@ -29,16 +30,19 @@ PHASES = ("step", "loading", "forward", "backward", "communication")
 SYNC = [s for s in SYSTEMS if SYSTEMS[s]["mode"] == "sync"]
 NODES = len(inventory.load("local").hosts)
 RANKS = list(range(NODES))
+# The probe's full rounds, not the suite's one (tests/conftest.py), for a run whose cells must
+# be judged: a cell is judged only where the nodes own their cores, and one round on a noisy
+# host (a 1 s reading alone moves up to 30%) has read two pinned nodes as sharing, in CI's
+# run of Stop 54 node1 -16%; the full rounds cost about 13 s more
+FULL_PROBE = {contention.ROUNDS_VARIABLE: str(contention.ROUNDS)}
 
 
 @pytest.fixture(scope="module")
 def smoke_run(provisioned, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
-    # the probe's five rounds, not the suite's one: this run's report is asserted to judge
-    # the claims, and one round on this noisy VM (a 1 s reading alone moves up to 30%) once
-    # read two pinned nodes as sharing; five cost about 13 s more
-    bench = invoke("bench", "--results", str(results), env={"DLBENCH_TEST_TOKEN": TOKEN,
-                                                             "DLBENCH_PROBE_ROUNDS": "5"})
+    # its report is asserted to judge the claims: FULL_PROBE
+    bench = invoke("bench", "--results", str(results),
+                   env=dict(FULL_PROBE, DLBENCH_TEST_TOKEN=TOKEN))
     invoke("collect", "--results", str(results))
     analyze = invoke("analyze", "--results", str(results))
     (run,) = [p for p in results.iterdir() if p.is_dir()]
@@ -300,7 +304,6 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     assert measured or not inferred  # nodes on one CPU: the probe must find it
     shared = inferred or measured
     if measured and not inferred:
-        from harness.run import contention
         print("\non nodes with CPUs of their own: %s" % contention.describe(
             manifest["contention"]))
     assert set(manifest["contention"]["nodes"]) == {"node%d" % (r + 1) for r in RANKS}
@@ -473,11 +476,9 @@ def test_a_cell_disturbed_by_another_program_is_measured_flagged_and_run_again(p
     node1 = inventory.load("local").hosts[0]
     command = [INVOKE, "bench", "--systems", "pytorch-sync", "--run", "planted", "--results",
                str(tmp_path)]
-    # the probe's five rounds, as smoke_run's: a cell is judged for disturbance only where
-    # the nodes own their cores, and one round read two pinned nodes as sharing on CI's host
-    # (node1 -16% in its one round, Stop 54), which left this cell unjudged
+    # the cell must be judged for disturbance: FULL_PROBE
     bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, env=dict(os.environ, DLBENCH_PROBE_ROUNDS="5"))
+                             text=True, env=dict(os.environ, **FULL_PROBE))
     try:
         cell = wait_for_running(tmp_path / "planted")
         pin = ["taskset", "-c", node1.cpus] if node1.cpus else []
