@@ -196,8 +196,7 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
                 estimate.slowness(probe))
             outcomes[cell.id] = _run_retrying_crash(path, run_id, cell, nodes, stack, timeout,
                                                     (sum(s for s in after if s is not None),
-                                                     after.count(None)), bounds,
-                                                    disturbance.judged(probe, bounds))
+                                                     after.count(None)), bounds, probe)
             taken = launch.unusable(nodes, fresh=True) if outcomes[cell.id] != "succeeded" \
                 else ""
             if taken and index < len(cells):
@@ -231,15 +230,16 @@ def shard_index(cell, nodes_count):
 
 
 def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after, bounds=None,
-                        judge=True):
+                        probe=None):
     """A cell runs once more (once) when it failed because a framework crashed in native code
     (SIGSEGV or SIGABRT: TF 2.21's coordinator and profiler have, at random), or when it
     succeeded disturbed: other programs or steal took more than the bound of a node's CPUs
     (harness/run/disturbance.py). The first attempt is kept in .attempts/, and the cell's
     warning, which the report lists, names it. A kill (SIGKILL, a fault) or any other failure
     is not retried; a cell disturbed again is kept, marked `disturbed`, out of the verdicts.
-    judge: whether disturbance is acted on here (disturbance.judged)."""
-    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds, judge)
+    probe: the run's contention probe, which says whether disturbance is acted on here
+    (disturbance.judged) and how the workers calibrate (launch.calibrate_together)."""
+    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds, probe)
     first = RunFolder(path).status(cell.id)
     why = retry_reason(outcome, first)
     if not why:
@@ -247,7 +247,7 @@ def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after, bounds
     print("  %s: running it once more, %s (the first attempt is kept in .attempts/)"
           % (cell.id, why), flush=True)
     RunFolder(path).set_aside(cell.id)
-    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds, judge)
+    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds, probe)
     status = RunFolder(path).status(cell.id)
     status["warning"] = "; ".join(filter(None, [
         "ran twice: the first attempt %s" % why, status.get("warning")]))
@@ -271,11 +271,12 @@ def retry_reason(outcome, status):
 
 
 def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=None,
-             judge=True):
+             probe=None):
     """after: the expected seconds of the cells after this one and how many of them have no
     estimate (the run's ETA)."""
     shards = shard_index(cell, cell.nodes)
-    processes = launch.prepare(cell, run_id, nodes, stack, shards, launch.lease_seconds(bounds))
+    processes = launch.prepare(cell, run_id, nodes, stack, shards, launch.lease_seconds(bounds),
+                               launch.calibrate_together(probe, bounds))
     status = CellStatus(cell.id, status="running", settings=cell.settings)
     _write_status(path, cell, status)
     try:
@@ -286,7 +287,7 @@ def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=N
     finally:
         status["fetched_files"] = collect.fetch_cell(path, status, nodes)
         status["interference"] = disturbance.per_node(path / cell.id)
-        if status["status"] == "succeeded" and judge:
+        if status["status"] == "succeeded" and disturbance.judged(probe, bounds):
             status["disturbed"] = disturbance.disturbed(status["interference"])
         _write_status(path, cell, status)
         _report(cell, status)

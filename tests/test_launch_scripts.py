@@ -309,3 +309,22 @@ def test_slow_nodes_are_sampled_less_often():
     verdict = matrix.plan("verdict", 3, systems="mxnet-sync", benchmarks="lenet5-cifar10")[0]
     assert {p.config["calibration_steps"] for p in render_local(verdict)} == {5}
     assert verdict.profile_steps == 5
+
+
+def test_workers_calibrate_together_only_where_the_probe_found_no_sharing():
+    """At once only on "no sharing found": sharing, "not ruled out", no probe, and emulated
+    nodes (3x or more slower) keep the calibration in turn; the choice reaches cell.json."""
+    from harness.run import stall
+    clean = {"shared": False, "undecided": []}
+    assert launch.calibrate_together(clean)
+    assert not launch.calibrate_together(dict(clean, shared=True))
+    assert not launch.calibrate_together(dict(clean, undecided=["node1"]))
+    assert not launch.calibrate_together(None)
+    (cell,) = matrix.plan("smoke", 2, systems="pytorch-sync")
+    vm = stall.Bounds(setup=1.0, step=1.0, source="test", slowness=22.0)
+    assert not launch.calibrate_together(clean, vm)
+    assert {p.config["calibrate_together"] for p in render_local(cell)} == {False}
+    inv = inventory.load("local")
+    together = launch.prepare(cell, "run1", nodes.connect_all(inv), stacks.load("current"),
+                              SHARDS, together=True)
+    assert {p.config["calibrate_together"] for p in together} == {True}

@@ -116,12 +116,12 @@ def test_a_peer_that_leaves_is_an_error_not_a_hang():
     leader.close()
 
 
-def test_the_channel_is_a_barrier_for_the_in_turn_calibration():
-    """tensorflow-sync's barrier (agree.channel): every worker prepares at once, then each
-    measures alone, rank after rank, and nobody leaves before the last one is done."""
+def calibrate_three(together):
+    """Three workers through loop.in_turn over the package's channel (tensorflow-sync's
+    barrier): when each prepared, measured and left (start, end), and what each returned."""
     address = "127.0.0.1:%d" % free_port()
     configs = [{"agree_address": address, "rank": r, "world_size": 3,
-                "collective_timeout": 10} for r in (0, 1, 2)]
+                "collective_timeout": 10, "calibrate_together": together} for r in (0, 1, 2)]
     peers = [agree.Agreement(address, r, 3, timeout=10) for r in (0, 1, 2)]
     prepared, spans, left = {}, {}, {}
 
@@ -147,9 +147,23 @@ def test_the_channel_is_a_barrier_for_the_in_turn_calibration():
         t.join(20)
     assert sorted(left) == [0, 1, 2] and all(left[r][0] == r for r in left)
     assert max(s for s, _ in prepared.values()) < min(e for _, e in prepared.values())  # at once
-    assert max(e for _, e in prepared.values()) <= spans[0][0]
+    assert max(e for _, e in prepared.values()) <= min(s for s, _ in spans.values())
+    assert min(t for _, t in left.values()) >= max(e for _, e in spans.values())
+    return spans
+
+
+def test_the_channel_is_a_barrier_for_the_in_turn_calibration():
+    """Where nodes may share cores: every worker prepares at once, then each measures alone,
+    rank after rank, and nobody leaves before the last one is done."""
+    spans = calibrate_three(together=False)
     assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0]  # one at a time
-    assert min(t for _, t in left.values()) >= spans[2][1]
+
+
+def test_workers_on_cores_of_their_own_calibrate_together():
+    """Where the probe found no sharing: the timed passes run at once (every one starts
+    before any ends), and nobody leaves before the last one is done."""
+    spans = calibrate_three(together=True)
+    assert max(s for s, _ in spans.values()) < min(e for _, e in spans.values())
 
 
 def test_one_channel_per_process_and_none_without_an_address():

@@ -46,6 +46,7 @@ KEYS = {
     "calibration_warmup": (NUMBER, "calibration steps not measured"),
     "calibration_steps": (NUMBER, "calibration steps measured"),
     "calibration_seconds": (NUMBER, "calibration time budget (s)"),
+    "calibrate_together": ((bool,), "the workers time their calibration at once, not in turn"),
     "sample_interval": (NUMBER, "psutil sampling period (s)"),
     "collective_timeout": (NUMBER, "s a collective may wait for a peer"),
     # this process: where it runs, what it reads, whom it talks to

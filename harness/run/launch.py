@@ -103,7 +103,18 @@ def calibration(lease):
     return {"calibration_warmup": 0, "calibration_steps": 1}
 
 
-def prepare(cell, run_id, nodes, stack, shards, lease=None):
+def calibrate_together(probe, bounds=None):
+    """Whether the workers time their calibration passes at once: only where the run's
+    contention probe found no sharing (not where it found sharing or could not rule it out)
+    on nodes of an ordinary machine's speed. There another worker's load is not on this
+    node's cores, so at once measures what in turn would, in one worker's time instead of
+    every worker's (bench/common/loop.py, in_turn)."""
+    probe = probe or {}
+    return bool(probe) and not probe.get("shared") and not probe.get("undecided") and \
+        (bounds.slowness if bounds else 1.0) < 3
+
+
+def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False):
     """The processes of a cell with their rendered scripts and cell.json; `~/` paths are
     made absolute with each node's home (node.path asks it once)."""
     lease = base_lease() if lease is None else lease
@@ -120,7 +131,7 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None):
         out_dir = nodefolder.role_dir(workdir, run_id, cell.id, role, rank)
         config = dict(cell.settings, **TRAINING)
         config["calibration_steps"] = cell.calibration_steps or TRAINING["calibration_steps"]
-        config.update(calibration(lease))
+        config.update(calibration(lease), calibrate_together=together)
         config.update(
             run_id=run_id, cell_id=cell.id, node=node.name, role=role, rank=rank,
             world_size=cell.nodes, threads=cell.threads or host.vcpus, cpus=host.cpus,
