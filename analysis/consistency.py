@@ -35,7 +35,8 @@ LOOPBACK = ("cannot fail on loopback: every node sends on the one `lo`, whose co
 # accepted ratios (value / against)
 LIMITS = {"fig3_vs_breakdown": (0.999, 1.001), "wall_vs_timers": (0.85, 1.15),
           "wall_vs_closures": (0.85, math.inf),
-          # profiled steps run beside the other workers, the calibration alone (in turn), and
+          # profiled steps run beside the other workers, the calibration alone where nodes
+          # may share cores (in turn), and
           # operator self times leave out dispatch between operators (methodology.md)
           "forward_vs_profile": (0.5, 2.0), "backward_vs_profile": (0.5, 2.0),
           "operators_per_worker": (0.0, 1.05),
