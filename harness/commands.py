@@ -276,7 +276,7 @@ def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=N
     estimate (the run's ETA)."""
     shards = shard_index(cell, cell.nodes)
     processes = launch.prepare(cell, run_id, nodes, stack, shards, launch.lease_seconds(bounds),
-                               launch.calibrate_together(probe, bounds))
+                               launch.calibrate_together(probe, bounds, nodes[:cell.nodes]))
     status = CellStatus(cell.id, status="running", settings=cell.settings)
     _write_status(path, cell, status)
     try:

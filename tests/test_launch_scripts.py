@@ -323,6 +323,9 @@ def test_workers_calibrate_together_only_where_the_probe_found_no_sharing():
     (cell,) = matrix.plan("smoke", 2, systems="pytorch-sync")
     vm = stall.Bounds(setup=1.0, step=1.0, source="test", slowness=22.0)
     assert not launch.calibrate_together(clean, vm)
+    # three nodes the inventory puts on two CPUs: in turn whatever one probe read
+    assert not launch.calibrate_together(clean, None, nodes.connect_all(
+        inventory.load("local-shared")))
     assert {p.config["calibrate_together"] for p in render_local(cell)} == {False}
     inv = inventory.load("local")
     together = launch.prepare(cell, "run1", nodes.connect_all(inv), stacks.load("current"),

@@ -7,8 +7,8 @@ worker 0, which answers all: stop only when every worker voted to stop. A plain 
 one byte each way per check, beside the framework's own traffic and the same for every
 framework (their collective APIs differ between the paper's versions and today's).
 
-The same channel is tensorflow-sync's barrier in every profile (barrier()): around the in-turn
-calibration, the profiled steps, and before the workers leave. A TensorFlow all-reduce as the
+The same channel is tensorflow-sync's barrier in every profile (barrier()): around the
+calibration (in turn or at once), the profiled steps, and before the workers leave. A TensorFlow all-reduce as the
 last barrier let a worker leave while its peer still pulled the last buffer from it
 ("Collective ops is aborted by: Socket closed"); a TCP exchange is complete on both sides when
 either returns from it.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import jinja2
 
-from . import interrupts, settings, stall
+from . import contention, interrupts, settings, stall
 from ..plan import layout
 from ..nodes import access as nodes_mod
 from ..nodes.datasets import full_name, shard_name
@@ -103,15 +103,16 @@ def calibration(lease):
     return {"calibration_warmup": 0, "calibration_steps": 1}
 
 
-def calibrate_together(probe, bounds=None):
+def calibrate_together(probe, bounds=None, nodes=()):
     """Whether the workers time their calibration passes at once: only where the run's
-    contention probe found no sharing (not where it found sharing or could not rule it out)
-    on nodes of an ordinary machine's speed. There another worker's load is not on this
-    node's cores, so at once measures what in turn would, in one worker's time instead of
-    every worker's (bench/common/loop.py, in_turn)."""
+    contention probe found no sharing (not where it found sharing or could not rule it out),
+    on nodes the inventory does not put on common CPUs of one machine (`nodes`, the cell's),
+    of an ordinary machine's speed. There another worker's load is not on this node's cores,
+    and the calibration takes one worker's time instead of every worker's (bench/common/
+    loop.py, in_turn; what it moved, docs/methodology.md)."""
     probe = probe or {}
     return bool(probe) and not probe.get("shared") and not probe.get("undecided") and \
-        (bounds.slowness if bounds else 1.0) < 3
+        not contention.overlapping(nodes) and (bounds.slowness if bounds else 1.0) < 3
 
 
 def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False):
