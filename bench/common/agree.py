@@ -8,10 +8,10 @@ one byte each way per check, beside the framework's own traffic and the same for
 framework (their collective APIs differ between the paper's versions and today's).
 
 The same channel is tensorflow-sync's barrier in every profile (barrier()): around the
-calibration (in turn or at once), the profiled steps, and before the workers leave. A TensorFlow all-reduce as the
-last barrier let a worker leave while its peer still pulled the last buffer from it
-("Collective ops is aborted by: Socket closed"); a TCP exchange is complete on both sides when
-either returns from it.
+calibration (in turn or at once), the profiled steps, and before the workers leave. A
+TensorFlow all-reduce as the last barrier let a worker leave while its peer still pulled the
+last buffer from it ("Collective ops is aborted by: Socket closed"); a TCP exchange is
+complete on both sides when either returns from it.
 """
 import socket
 import time
