@@ -131,13 +131,10 @@ def in_turn(config, barrier, prepare):
     measure at once, as they train: the other workers' load is not on this node's cores, and
     the calibration takes one worker's time instead of all of theirs."""
     measure = prepare()
-    if config["calibrate_together"]:
-        barrier()
-        result = measure()
-        barrier()
-        return result
+    # one turn for everyone at once, or one turn per rank
+    turns = [config["rank"]] if config["calibrate_together"] else range(config["world_size"])
     result = None
-    for rank in range(config["world_size"]):
+    for rank in turns:
         barrier()
         if rank == config["rank"]:
             result = measure()
