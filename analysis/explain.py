@@ -32,10 +32,13 @@ def measure(records, manifest, cell_ids, claim_ids):
     the records of its cells only (a run holds the cells of several settings)."""
     mine = records[records.cell_id.isin(cell_ids)]
     if mine.empty:
-        return {"claims": {}, "times": {}}
+        return {"claims": {}, "times": {}, "disturbed": []}
     found = compare.evaluate(mine, manifest)
+    status = mine[mine.metric == "status"]
+    hit = status[status.disturbed.fillna("") != ""] if "disturbed" in status else status[:0]
     return {"claims": {k: v for k, v in found["claims"].items() if k in claim_ids},
-            "times": claims.estimates(found["groups"], "execution_seconds", "execution_boot")}
+            "times": claims.estimates(found["groups"], "execution_seconds", "execution_boot"),
+            "disturbed": sorted(hit.cell_id)}
 
 
 # ---- the arithmetic ------------------------------------------------------------------------
@@ -229,13 +232,7 @@ def _plain(value):
 def claim_row(plan, claim, measured):
     base = measured[plan.base.key]["claims"].get(claim["id"])
     end = measured[plan.end.key]["claims"].get(claim["id"])
-    steps = []
-    for rung in plan.rungs:
-        why = plan.not_measurable.get(rung.after.key) or plan.not_measurable.get(rung.before.key)
-        if why:
-            why = "not measurable here: %s" % why
-        steps.append((rung, measured[rung.before.key]["claims"].get(claim["id"]),
-                      measured[rung.after.key]["claims"].get(claim["id"]), why or ""))
+    steps = rung_steps(plan.rungs, plan.not_measurable, claim["id"], measured)
     row = decompose(claim["id"], base, end, steps, paper=claim.get("value"))
     row["ladders"] = ladders(plan, claim["id"], measured, row["effects"])
     row["text"] = claim["text"]
@@ -244,6 +241,27 @@ def claim_row(plan, claim, measured):
     row["comparable"] = not any(d in claims.NOT_COMPARABLE for d in
                                 (end or base or {}).get("deviations") or [])
     return row
+
+
+def rung_steps(rungs, not_measurable, claim_id, measured):
+    """decompose's steps: (rung, the claim before, after, why it is not measured or '')."""
+    steps = []
+    for rung in rungs:
+        why = not_measurable.get(rung.after.key) or not_measurable.get(rung.before.key)
+        before = measured[rung.before.key]["claims"].get(claim_id)
+        after = measured[rung.after.key]["claims"].get(claim_id)
+        if why:
+            why = "not measurable here: %s" % why
+        elif not (_finite(_value(before)) and _finite(_value(after))):
+            why = left_out_why(measured[rung.before.key], measured[rung.after.key])
+        steps.append((rung, before, after, why))
+    return steps
+
+
+def left_out_why(*settings):
+    """'' or, where a setting's cells stayed disturbed (left out of its claims), which."""
+    hit = sorted({c for s in settings for c in s.get("disturbed", [])})
+    return "disturbed in both attempts, left out: %s" % ", ".join(hit) if hit else ""
 
 
 def ladders(plan, claim_id, measured, effects):

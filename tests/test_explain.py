@@ -16,12 +16,14 @@ CLAIM = "tf_sync_vs_mxnet_sync"
 TWO = {name: registry.factors()[name] for name in ("tf_kernels", "versions")}
 
 
-def setting_records(tmp_path, name, tf_seconds, mx_seconds=100.0, repeats=1):
+def setting_records(tmp_path, name, tf_seconds, mx_seconds=100.0, repeats=1, disturbed=""):
     """A run of one setting: resnet18-cifar10, TensorFlow-sync and MXNet-sync at the given
-    paper-scale times; -> what explain.measure finds in it."""
+    paper-scale times (TensorFlow's cells disturbed twice where `disturbed` says why); -> what
+    explain.measure finds in it."""
     cells = []
     for r in range(repeats):
-        cells += [fixtures.cell("resnet18-cifar10", "tensorflow-sync", tf_seconds, repeat=r),
+        cells += [fixtures.cell("resnet18-cifar10", "tensorflow-sync", tf_seconds, repeat=r,
+                                disturbed=disturbed),
                   fixtures.cell("resnet18-cifar10", "mxnet-sync", mx_seconds, repeat=r)]
     run = fixtures.write_run(tmp_path, cells, run_id=name)
     from analysis import tidy
@@ -131,6 +133,24 @@ def test_a_rung_that_cannot_run_is_named_and_left_out_of_the_product(tmp_path):
     assert row["effects"][0]["why"] == "not measurable here: SIGFPE"
     assert row["product"] == pytest.approx(0.8)
     assert row["interaction"] == pytest.approx(0.4 / 0.8)  # oneDNN's share, unmeasured
+
+
+def test_a_rung_whose_cell_stayed_disturbed_names_it_and_is_left_out_of_the_product(tmp_path):
+    # CI, 2026-11-28: a smoke ladder's effect came out NaN and said only "not measured"
+    base, end, rungs = two_factor_plan()
+    measured = {base.key: setting_records(tmp_path, "base", 300.0),
+                rungs[0].after.key: setting_records(tmp_path, "onednn", 150.0,
+                                                    disturbed="disturbed (node1: steal 9%)"),
+                end.key: setting_records(tmp_path, "end", 120.0)}
+    measured[rungs[1].after.key] = measured[end.key]  # the disturbed setting is not on its rung
+    steps = explain.rung_steps(rungs, {}, CLAIM, measured)
+    row = explain.decompose(CLAIM, measured[base.key]["claims"][CLAIM],
+                            measured[end.key]["claims"][CLAIM], steps)
+    first, second = row["effects"]  # each rung moves one factor from 2021's setting
+    assert math.isnan(first["value"]) and first["why"] == \
+        "disturbed in both attempts, left out: resnet18-cifar10_tensorflow-sync_r0_fixture"
+    assert second["value"] == pytest.approx(0.4) and second["why"] == ""
+    assert row["product"] == pytest.approx(0.4) and row["interaction"] == pytest.approx(1.0)
 
 
 def test_effects_within_the_noise_say_that_no_factor_clears_one():

@@ -435,13 +435,20 @@ def test_a_small_explain_ladder_runs_every_rung_with_its_level(provisioned, tmp_
         ("tf_input_cache", "0")}
     (row,) = found["claims"]
     assert [e["rung"] for e in row["effects"]] == ["tf_kernels 0 -> 1", "tf_input_cache 1 -> 0"]
-    assert all(math.isfinite(e["value"]) and e["value"] > 0 for e in row["effects"])
-    # one factor on the path: it explains the whole change, nothing is left to interaction
-    assert row["interaction"] == pytest.approx(1.0)
+    # a cell disturbed in both attempts (CI, 2026-11-28: the host's steal) leaves its rungs
+    # unmeasured, saying which; every other rung has its effect
+    (run,) = (tmp_path / "explain-runs").iterdir()
+    disturbed = {c.parent.name for c in run.glob("*/status.json")
+                 if json.loads(c.read_text()).get("disturbed")}
+    for effect in row["effects"]:
+        named = [c for c in disturbed if c in effect["why"]]
+        assert (math.isnan(effect["value"]) and named) or (
+            effect["value"] > 0 and effect["why"] == ""), (effect, disturbed)
+    if not disturbed:  # one factor on the path: it explains the whole change
+        assert row["interaction"] == pytest.approx(1.0)
     assert (folder / "waterfall_tf_sync_vs_mxnet_sync.png").is_file()
     assert "Levels applied" in (folder / "explain.md").read_text()
     # MXNet's cell is the same in every setting: run once
-    (run,) = (tmp_path / "explain-runs").iterdir()
     assert len(json.loads((run / "manifest.json").read_text())["cells"]) == 4
     # the analysis reruns from disk, from the plan the folder keeps: the same result
     (folder / "explain.json").unlink()
