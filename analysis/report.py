@@ -379,7 +379,9 @@ def execution_section(fig3, groups, manifest=None):
                   "on the worst node while the cell did, over every repeat: other programs' "
                   "share of its CPUs' time (+ steal), and how long the cell's threads waited "
                   "for a CPU per second they ran; a repeat where other programs and steal "
-                  "took more than 5% of a node's CPUs was run again, and one disturbed again "
+                  "took more than 5% of a node's CPUs (the first 0.15 s of a process's window "
+                  "not counted: the cell's own helpers the counters cannot attribute) was run "
+                  "again, and one disturbed again "
                   "is left out of the verdicts. Definitions: docs/methodology.md."),
             ("table", ["benchmark", "system", "links", "status", "ok/repeats",
                        "start-up s", "after start-up s", "loop wall s/step", "steady s/step",
