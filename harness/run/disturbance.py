@@ -18,8 +18,8 @@ from contract import nodefolder
 
 BOUND = 0.05
 # CPU seconds a window's others' CPU holds on a quiet node whatever the window's length: the
-# data loader's forked worker killed as its trainer exits, 30-40 ms by the kernel's process
-# accounting, between two scans; the quiet windows of 1.6-4.2 s read 0.00-0.12 s (2026-11-28)
+# data loader's forked worker, 30-40 ms by the kernel's process accounting, ended by a signal
+# between two scans; the quiet windows of 1.6-4.2 s read 0.00-0.12 s (2026-11-28)
 FLOOR_SECONDS = 0.15
 FIGURES = ("others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait")
 
@@ -53,12 +53,12 @@ def per_node(cell_path):
 
 
 def judged_share(figures):
-    """Others' CPU plus steal as a share of the window's CPU time, less FLOOR_SECONDS of it
-    (never below 0); the whole share where the window is not known (older results)."""
-    share = (figures.get("others_cpu") or 0.0) + (figures.get("steal") or 0.0)
+    """Others' CPU less FLOOR_SECONDS of it (never below 0), plus steal, as shares of the
+    window's CPU time; others' whole share where the window is not known (older results).
+    Steal is the hypervisor's, never the cell's own: none of it is let off."""
     window = (figures.get("seconds") or 0.0) * (figures.get("cpus") or 0)
     floor = FLOOR_SECONDS / window if window > 0 else 0.0
-    return max(0.0, share - floor)
+    return max(0.0, (figures.get("others_cpu") or 0.0) - floor) + (figures.get("steal") or 0.0)
 
 
 def disturbed(nodes):
