@@ -32,13 +32,25 @@ def measure(records, manifest, cell_ids, claim_ids):
     the records of its cells only (a run holds the cells of several settings)."""
     mine = records[records.cell_id.isin(cell_ids)]
     if mine.empty:
-        return {"claims": {}, "times": {}, "disturbed": []}
+        return {"claims": {}, "times": {}, "disturbed": {}}
     found = compare.evaluate(mine, manifest)
-    status = mine[mine.metric == "status"]
-    hit = status[status.disturbed.fillna("") != ""] if "disturbed" in status else status[:0]
-    return {"claims": {k: v for k, v in found["claims"].items() if k in claim_ids},
+    kept = {k: v for k, v in found["claims"].items() if k in claim_ids}
+    return {"claims": kept,
             "times": claims.estimates(found["groups"], "execution_seconds", "execution_boot"),
-            "disturbed": sorted(hit.cell_id)}
+            "disturbed": left_out_by_disturbance(mine, manifest, kept, claim_ids)}
+
+
+def left_out_by_disturbance(records, manifest, kept, claim_ids):
+    """claim id -> the cells disturbed in both attempts, for each claim that those cells alone
+    keep from being measured: it is measured when they are taken as they ran."""
+    status = records[records.metric == "status"]
+    hit = sorted(status[status.disturbed.fillna("") != ""].cell_id) \
+        if "disturbed" in status else []
+    if not hit:
+        return {}
+    missing = [k for k in sorted(claim_ids) if not _finite(_value(kept.get(k)))]
+    again = compare.evaluate(records.assign(disturbed=""), manifest)["claims"] if missing else {}
+    return {k: hit for k in missing if _finite(_value(again.get(k)))}
 
 
 # ---- the arithmetic ------------------------------------------------------------------------
@@ -253,15 +265,15 @@ def rung_steps(rungs, not_measurable, claim_id, measured):
         if why:
             why = "not measurable here: %s" % why
         elif not (_finite(_value(before)) and _finite(_value(after))):
-            why = left_out_why(measured[rung.before.key], measured[rung.after.key])
+            why = left_out_why(claim_id, measured[rung.before.key], measured[rung.after.key])
         steps.append((rung, before, after, why))
     return steps
 
 
-def left_out_why(*settings):
-    """'' or, where a setting's cells stayed disturbed (left out of its claims), which."""
-    hit = sorted({c for s in settings for c in s.get("disturbed", [])})
-    return "disturbed in both attempts, left out: %s" % ", ".join(hit) if hit else ""
+def left_out_why(claim_id, *settings):
+    """'' or, where cells left out as disturbed are what keeps the claim unmeasured, which."""
+    hit = sorted({c for s in settings for c in s.get("disturbed", {}).get(claim_id, [])})
+    return "%s: %s" % (tidy.LEFT_OUT, ", ".join(hit)) if hit else ""
 
 
 def ladders(plan, claim_id, measured, effects):

@@ -379,8 +379,8 @@ def execution_section(fig3, groups, manifest=None):
                   "on the worst node while the cell did, over every repeat: other programs' "
                   "share of its CPUs' time (+ steal), and how long the cell's threads waited "
                   "for a CPU per second they ran; a repeat where other programs and steal "
-                  "took more than 5% of a node's CPUs (the first 0.15 s of a process's window "
-                  "not counted: the cell's own helpers the counters cannot attribute) was run "
+                  "took more than 5% of a node's CPUs (0.15 CPU-s of other programs' time in "
+                  "each process's window let off: what a quiet node shows there) was run "
                   "again, and one disturbed again "
                   "is left out of the verdicts. Definitions: docs/methodology.md."),
             ("table", ["benchmark", "system", "links", "status", "ok/repeats",
@@ -551,7 +551,7 @@ def disturbed_note(cells, run_id):
         return ""
     return ("%d cell(s) disturbed in both attempts and left out of the claims (other "
             "programs took up to %s and steal up to %s of a node's CPUs; the bound, 5%%, is on "
-            "the two together): stop what else runs on the nodes, then `invoke bench --run %s "
+            "the two together, after 0.15 CPU-s of other programs' time a process): stop what else runs on the nodes, then `invoke bench --run %s "
             "--retry-failed`, `invoke collect --run %s` and `invoke analyze --run %s`" % (
                 len(hit), _worst(hit, "others_cpu"), _worst(hit, "steal"), run_id, run_id,
                 run_id))

@@ -43,7 +43,8 @@ STATUS_KEYS = (
     ("log_tails", dict),
     ("fetched_files", 0),
     # what else ran on each node while the cell did (harness/run/disturbance.py): node ->
-    # others' CPU, steal, pressure, run-queue wait; and why the cell counts as disturbed
+    # others' CPU, steal, pressure, run-queue wait, and the share judged against the bound;
+    # and why the cell counts as disturbed
     ("interference", dict),
     ("disturbed", ""),
 )

@@ -757,7 +757,8 @@ def test_a_cell_disturbed_by_steal_is_said_to_be(tmp_path):
                            "3% and steal 7% of its CPUs' time; the bound is 5%)")]
     built = report.build(fixtures.write_run(tmp_path, cells), quiet=True)
     assert "(other programs took up to 3% and steal up to 7% of a node's CPUs; the bound, " \
-        "5%, is on the two together)" in built["disturbed"], built["disturbed"]
+        "5%, is on the two together, after 0.15 CPU-s of other programs' time a process)" \
+        in built["disturbed"], built["disturbed"]
 
 
 def test_a_warm_up_is_found_in_the_data_and_an_outlier_left_out():

@@ -346,10 +346,15 @@ def test_a_node_is_disturbed_when_others_and_steal_pass_the_bound(tmp_path):
     assert nodes["node2"]["judged"] == pytest.approx(0.06 - 0.15 / 60)
     assert nodes["node3"]["judged"] == pytest.approx(0.01)
     assert disturbance.disturbed(nodes) == "disturbed (node2: other programs 3% and steal 3% " \
-        "of its CPUs' time; the bound: 5%, not counting 0.15 s a process)"
+        "of its CPUs' time, 5.8% held; the bound: 5% after 0.15 CPU-s a process let off)"
     assert disturbance.disturbed({"node1": nodes["node1"], "node3": nodes["node3"]}) == ""
     # status files written before the floor: the whole share
     assert disturbance.disturbed({"node2": {"others_cpu": 0.03, "steal": 0.03}}) != ""
+    # a malformed figure is not known, and costs nothing else
+    (tmp_path / "node3" / "worker-9").mkdir()
+    (tmp_path / "node3" / "worker-9" / "result.json").write_text(
+        json_.dumps({"interference": {"others_cpu": [1], "seconds": "x"}}))
+    assert disturbance.per_node(tmp_path)["node3"]["judged"] == pytest.approx(0.01)
 
 
 def test_a_disturbed_cell_is_run_once_more_unless_it_was_salvaged():

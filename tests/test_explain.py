@@ -153,6 +153,23 @@ def test_a_rung_whose_cell_stayed_disturbed_names_it_and_is_left_out_of_the_prod
     assert row["product"] == pytest.approx(0.4) and row["interaction"] == pytest.approx(1.0)
 
 
+def test_a_rung_unmeasured_for_another_reason_does_not_blame_a_disturbed_cell(tmp_path):
+    # TensorFlow's cell failed and MXNet's was disturbed twice: the claim is not measured
+    # even with MXNet's cell taken as it ran, so disturbance is not named as the reason
+    from analysis import tidy
+    cells = [fixtures.cell("resnet18-cifar10", "tensorflow-sync", 150.0, status="failed"),
+             fixtures.cell("resnet18-cifar10", "mxnet-sync", 100.0, disturbed="disturbed (x)")]
+    run = fixtures.write_run(tmp_path, cells, run_id="failed")
+    records = tidy.load_records(run / "records.jsonl")
+    manifest = json.loads((run / "manifest.json").read_text())
+    found = explain.measure(records, manifest, set(records.cell_id), {CLAIM})
+    assert found["disturbed"] == {}
+    base, end, rungs = two_factor_plan()
+    measured = {base.key: setting_records(tmp_path, "base", 300.0), rungs[0].after.key: found}
+    (step,) = explain.rung_steps(rungs[:1], {}, CLAIM, measured)
+    assert step[3] == ""  # decompose then says "not measured"
+
+
 def test_effects_within_the_noise_say_that_no_factor_clears_one():
     def est(values):
         return {"measured": sum(values) / len(values), "boot": values}

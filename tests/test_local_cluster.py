@@ -435,8 +435,9 @@ def test_a_small_explain_ladder_runs_every_rung_with_its_level(provisioned, tmp_
         ("tf_input_cache", "0")}
     (row,) = found["claims"]
     assert [e["rung"] for e in row["effects"]] == ["tf_kernels 0 -> 1", "tf_input_cache 1 -> 0"]
-    # a cell disturbed in both attempts (CI, 2026-11-28: the host's steal) leaves its rungs
-    # unmeasured, saying which; every other rung has its effect
+    # a cell disturbed in both attempts (CI, 2026-11-28: a rung came out unmeasured, its
+    # figures not kept) leaves its rungs unmeasured, saying which; every other rung has its
+    # effect
     (run,) = (tmp_path / "explain-runs").iterdir()
     disturbed = {c.parent.name for c in run.glob("*/status.json")
                  if json.loads(c.read_text()).get("disturbed")}

@@ -275,7 +275,7 @@ def test_a_node_taken_away_mid_cell_fails_it_and_stops_the_run(allocate, tmp_pat
 def _wait_until_gone(run_id):
     """Once the allocation is over no job step can stop the roles: Slurm ends its steps, and
     each role stops itself when its lease runs out."""
-    deadline = time.monotonic() + launch.LEASE_SECONDS + 10
+    deadline = time.monotonic() + launch.base_lease() + 10
     while _strays(run_id):
         assert time.monotonic() < deadline, _strays(run_id)
         time.sleep(1)

@@ -4,11 +4,11 @@ ran (bench/common/interference.py, result.json `interference`).
 A node is disturbed when other programs' CPU time plus steal took more than BOUND of its
 CPUs' time over the cell. Why 5%: a program that takes a share f of a node's CPUs can stretch
 a CPU-bound cell by up to f / (1 - f); at 5% that is 5.3%, a fifth of the verdicts' tolerance
-(x/ 1.25) and no more than two runs of one cell on a quiet machine differ. The first
-FLOOR_SECONDS of others' CPU in a process's window are not counted against the bound: they
-are the cell's own helpers that the 2-s scans cannot attribute (docs/methodology.md,
-"Interference"), a fixed amount that is several % of a seconds-long smoke cell and nothing of
-a verdict cell's minutes. A disturbed cell
+(x/ 1.25) and no more than two runs of one cell on a quiet machine differ. FLOOR_SECONDS
+of CPU time of others' CPU in each process's window are let off: what a quiet node shows
+there whatever the window's length, some of it the cell's own helpers that the 2-s scans
+cannot attribute (docs/methodology.md, "Interference"); several % of a seconds-long smoke
+cell, a fraction of a % of a verdict cell's minutes. A disturbed cell
 is run once more (the disturbed attempt kept in .attempts/ with its figures); one disturbed
 again is kept, marked, and left out of the verdicts (docs/methodology.md, "Interference").
 Where the nodes share cores or are emulated (judged()), it is measured and shown only.
@@ -17,9 +17,10 @@ import json
 from contract import nodefolder
 
 BOUND = 0.05
-# CPU seconds a window's others' CPU holds on a quiet node whatever the window's length: the
-# data loader's forked worker, 30-40 ms by the kernel's process accounting, ended by a signal
-# between two scans; the quiet windows of 1.6-4.2 s read 0.00-0.12 s (2026-11-28)
+# CPU seconds of others' CPU let off in each process's window: quiet windows of 1.6-4.2 s on
+# nodes of 1 CPU read 0.00-0.12 s whatever their length (2026-11-28); one source, by the
+# kernel's process accounting, is the data loader's forked worker (30-40 ms, ended by a signal
+# between two scans)
 FLOOR_SECONDS = 0.15
 FIGURES = ("others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait")
 
@@ -44,12 +45,19 @@ def per_node(cell_path):
             continue
         node = found.setdefault(result_file.parent.parent.name,
                                 dict({k: None for k in FIGURES}, judged=None))
-        for key in FIGURES:
-            if figures.get(key) is not None:
-                node[key] = max(node[key] or 0.0, figures[key])
-        if figures.get("others_cpu") is not None or figures.get("steal") is not None:
-            node["judged"] = max(node["judged"] or 0.0, judged_share(figures))
+        try:
+            _take(node, figures)
+        except (TypeError, ValueError):  # a malformed file: its figures are not known
+            continue
     return found
+
+
+def _take(node, figures):
+    for key in FIGURES:
+        if figures.get(key) is not None:
+            node[key] = max(node[key] or 0.0, float(figures[key]))
+    if figures.get("others_cpu") is not None or figures.get("steal") is not None:
+        node["judged"] = max(node["judged"] or 0.0, judged_share(figures))
 
 
 def judged_share(figures):
@@ -63,12 +71,12 @@ def judged_share(figures):
 
 def disturbed(nodes):
     """'' or why the cell counts as disturbed: the nodes over BOUND and by how much."""
-    over = ["%s: other programs %.0f%% and steal %.0f%% of its CPUs' time" % (
-        name, 100 * (v["others_cpu"] or 0), 100 * (v["steal"] or 0))
+    over = ["%s: other programs %.0f%% and steal %.0f%% of its CPUs' time, %.1f%% held" % (
+        name, 100 * (v["others_cpu"] or 0), 100 * (v["steal"] or 0), 100 * _held(v))
         for name, v in sorted(nodes.items()) if _held(v) > BOUND]
     if not over:
         return ""
-    return "disturbed (%s; the bound: %.0f%%, not counting %.2f s a process)" % (
+    return "disturbed (%s; the bound: %.0f%% after %.2f CPU-s a process let off)" % (
         "; ".join(over), 100 * BOUND, FLOOR_SECONDS)
 
 
