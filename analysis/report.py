@@ -551,8 +551,9 @@ def disturbed_note(cells, run_id):
         return ""
     return ("%d cell(s) disturbed in both attempts and left out of the claims (other "
             "programs took up to %s and steal up to %s of a node's CPUs; the bound, 5%%, is on "
-            "the two together, after 0.15 CPU-s of other programs' time a process): stop what else runs on the nodes, then `invoke bench --run %s "
-            "--retry-failed`, `invoke collect --run %s` and `invoke analyze --run %s`" % (
+            "the two together, after 0.15 CPU-s of other programs' time a process): stop "
+            "what else runs on the nodes, then `invoke bench --run %s --retry-failed`, "
+            "`invoke collect --run %s` and `invoke analyze --run %s`" % (
                 len(hit), _worst(hit, "others_cpu"), _worst(hit, "steal"), run_id, run_id,
                 run_id))
 

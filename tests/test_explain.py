@@ -25,6 +25,11 @@ def setting_records(tmp_path, name, tf_seconds, mx_seconds=100.0, repeats=1, dis
         cells += [fixtures.cell("resnet18-cifar10", "tensorflow-sync", tf_seconds, repeat=r,
                                 disturbed=disturbed),
                   fixtures.cell("resnet18-cifar10", "mxnet-sync", mx_seconds, repeat=r)]
+    return measured_from(tmp_path, name, cells)
+
+
+def measured_from(tmp_path, name, cells):
+    """What explain.measure finds in a run of these fixture cells."""
     run = fixtures.write_run(tmp_path, cells, run_id=name)
     from analysis import tidy
     records = tidy.load_records(run / "records.jsonl")
@@ -156,13 +161,9 @@ def test_a_rung_whose_cell_stayed_disturbed_names_it_and_is_left_out_of_the_prod
 def test_a_rung_unmeasured_for_another_reason_does_not_blame_a_disturbed_cell(tmp_path):
     # TensorFlow's cell failed and MXNet's was disturbed twice: the claim is not measured
     # even with MXNet's cell taken as it ran, so disturbance is not named as the reason
-    from analysis import tidy
-    cells = [fixtures.cell("resnet18-cifar10", "tensorflow-sync", 150.0, status="failed"),
-             fixtures.cell("resnet18-cifar10", "mxnet-sync", 100.0, disturbed="disturbed (x)")]
-    run = fixtures.write_run(tmp_path, cells, run_id="failed")
-    records = tidy.load_records(run / "records.jsonl")
-    manifest = json.loads((run / "manifest.json").read_text())
-    found = explain.measure(records, manifest, set(records.cell_id), {CLAIM})
+    found = measured_from(tmp_path, "failed", [
+        fixtures.cell("resnet18-cifar10", "tensorflow-sync", 150.0, status="failed"),
+        fixtures.cell("resnet18-cifar10", "mxnet-sync", 100.0, disturbed="disturbed (x)")])
     assert found["disturbed"] == {}
     base, end, rungs = two_factor_plan()
     measured = {base.key: setting_records(tmp_path, "base", 300.0), rungs[0].after.key: found}

@@ -81,7 +81,6 @@ def disturbed(nodes):
 
 
 def _held(node):
-    """The share judged against the bound: `judged` where per_node had the windows."""
-    if node.get("judged") is not None:
-        return node["judged"]
-    return (node["others_cpu"] or 0) + (node["steal"] or 0)
+    """The share judged against the bound: per_node's `judged`, or for a status file written
+    before it, judged_share of the node's figures (no window: the whole share)."""
+    return node["judged"] if node.get("judged") is not None else judged_share(node)
