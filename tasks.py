@@ -55,7 +55,7 @@ COMMON = {
                  "[invoke.yaml: local]" % LISTED.inventories,
     "stack": "version set in stacks/ (%s) [invoke.yaml: current]" % LISTED.stacks,
     "profile": "smoke (the five system-modes on LeNet-5, 12 steps), quick (all 30 cells, 30 "
-               "steps), verdict (all 30 cells, 3 independent repeats of 2 x 20 steps each: a "
+               "steps), verdict (all 30 cells, 3 independent repeats of 2 x 16 steps each: a "
                "projection of paper) or paper (Tables III-IV: 396 steps x 10 epochs) "
                "[invoke.yaml: smoke]",
     "data": "synthetic (generated CIFAR-format data) or real (the official archives); "
