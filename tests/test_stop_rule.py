@@ -65,12 +65,12 @@ def test_fixed_profiles_keep_their_step_count():
 
 
 def test_a_floor_as_high_as_the_ceiling_is_a_fixed_length():
-    """The verdict profile since issue 36: 2 epochs of 20 steps, no room to stop earlier or
+    """The verdict profile since issue 36: 2 epochs of 16 steps, no room to stop earlier or
     later; the run says `fixed`, not that it reached a ceiling."""
     noise = random.Random(3)
     result = run_loop(lambda i: 0.1 * (1 + noise.choice([-0.5, 0.5])), max_epochs=2,
-                      per_epoch=20)
-    assert len(result["steps"]) == 40 and result["stopped_by"] == "fixed"
+                      per_epoch=16)
+    assert len(result["steps"]) == 32 and result["stopped_by"] == "fixed"
 
 
 def test_halfwidth_by_batch_means():
