@@ -46,7 +46,8 @@ def _listed():
                                        if name not in files]),
         benchmarks=",".join(matrix.BENCHMARKS), planted=samemath.PLANTED,
         profile_steps=", ".join("%s %d" % (name, spec["profile_steps"])
-                                for name, spec in matrix.PROFILES.items()))
+                                for name, spec in matrix.PROFILES.items()),
+        shapes=tuple(matrix.shape(name) for name in ("smoke", "quick", "verdict", "paper")))
 
 
 LISTED = _listed()
@@ -54,10 +55,9 @@ COMMON = {
     "inventory": "inventory name in inventory/ (%s) or a path to an Ansible YAML inventory "
                  "[invoke.yaml: local]" % LISTED.inventories,
     "stack": "version set in stacks/ (%s) [invoke.yaml: current]" % LISTED.stacks,
-    "profile": "smoke (the five system-modes on LeNet-5, 12 steps), quick (all 30 cells, 30 "
-               "steps), verdict (all 30 cells, 3 independent repeats of 2 x 16 steps each: a "
-               "projection of paper) or paper (Tables III-IV: 396 steps x 10 epochs) "
-               "[invoke.yaml: smoke]",
+    "profile": "smoke (the five system-modes on LeNet-5, %s), quick (all 30 cells, %s), "
+               "verdict (all 30 cells, %s: a projection of paper) or paper (Tables III-IV: %s) "
+               "[invoke.yaml: smoke]" % LISTED.shapes,
     "data": "synthetic (generated CIFAR-format data) or real (the official archives); "
             "default: the profile's",
 }

@@ -293,6 +293,16 @@ def test_the_verdict_profile_runs_three_repeats_in_one_seeded_random_order():
     assert len(matrix.plan("verdict", 3, repeats=1)) == 30
 
 
+def test_the_profiles_steps_in_the_docs_are_the_profiles_own():
+    """The README and docs/reproducing.md state the verdict profile's shape by hand: a change
+    of its steps or repeats that leaves them behind fails here."""
+    from harness.paths import REPO
+    assert matrix.shape("verdict") == "3 independent repeats of 2 x 16 steps each"
+    assert (matrix.shape("smoke"), matrix.shape("paper")) == ("12 steps", "10 x 396 steps")
+    for doc in ("README.md", "docs/reproducing.md"):
+        assert matrix.shape("verdict") in (REPO / doc).read_text(), doc
+
+
 def test_slow_nodes_are_sampled_less_often():
     """Emulated VMs (22x slower: a lease of 22 x 30 s) sample every 11 s, not every 0.5 s:
     each sample walks the process table on the VM's one emulated vCPU."""

@@ -60,6 +60,16 @@ PROFILES = {
 LOCAL_BATCH = registry.paper_setup()["local_batch"]  # Table IV: global 126 over 3 workers
 
 
+def shape(profile):
+    """A profile's steps in words ("3 independent repeats of 2 x 16 steps each"), for the
+    help texts and the docs (a test holds the README and docs/reproducing.md to it)."""
+    spec = PROFILES[profile]
+    steps = "%d steps" % spec["steps"] if spec["epochs"] == 1 \
+        else "%d x %d steps" % (spec["epochs"], spec["steps"])
+    repeats = spec.get("repeats", 1)
+    return steps if repeats == 1 else "%d independent repeats of %s each" % (repeats, steps)
+
+
 @dataclass(frozen=True)
 class Cell:
     benchmark: str
