@@ -109,8 +109,8 @@ def contention_blocks(probe):
                   "Found: %s.%s%s"
              % (probe["probe_seconds"], probe.get("rounds") or "several", probe["unit"], rule,
                 _found(probe), settled_text(probe),
-                " Measured %d s before this run, for a run on the same nodes, and taken "
-                "again." % probe["reused_after"] if probe.get("reused_after") is not None
+                " Measured %d s before this run, for a run on the same nodes, and reused "
+                "here." % probe["reused_after"] if probe.get("reused_after") is not None
                 else "")),
             ("table", ["node", "alone", "all at once", "change", "change per round",
                        "alone against itself", "shares cores", "steal time"], rows)]

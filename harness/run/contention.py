@@ -39,10 +39,10 @@ from ..plan import estimate
 from ..paths import BENCH, cache_dir
 
 PROBE_SECONDS = 1.0
-# A probe of the same nodes younger than this that found no sharing is taken again instead
+# A probe of the same nodes younger than this that found no sharing is reused instead
 # of run again: a layout does not change in minutes, and runs back to back (verdict-check,
 # fault-bench, the tests) would spend 20 s each on it. A probe that found sharing is never
-# taken again: what it saw may have passed. The manifest says when it was measured.
+# reused: what it saw may have passed. The manifest says when it was measured.
 REUSE_SECONDS = 600
 ROUNDS = 5           # alone, together, alone, ...: a drifting machine hits both alike
 # fewer rounds on request (the test suite, whose subject is rarely the probe: the probe's own
@@ -318,7 +318,7 @@ def describe(result):
         return "contention probe: not run"
     when = "%.0f s" % result["seconds"]
     if result.get("reused_after") is not None:
-        when = "measured %d s ago on the same nodes, taken again" % result["reused_after"]
+        when = "measured %d s ago on the same nodes, reused" % result["reused_after"]
     settled = "; " + result["settled"] if result.get("settled") else ""
     settled += "; " + result["short"] if result.get("short") else ""
     return "contention probe (%s%s): %s -> %s" % (
