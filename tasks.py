@@ -47,7 +47,8 @@ def _listed():
         benchmarks=",".join(matrix.BENCHMARKS), planted=samemath.PLANTED,
         profile_steps=", ".join("%s %d" % (name, spec["profile_steps"])
                                 for name, spec in matrix.PROFILES.items()),
-        shapes=tuple(matrix.shape(name) for name in ("smoke", "quick", "verdict", "paper")))
+        shapes=tuple(matrix.shape(name) for name in ("smoke", "quick", "verdict", "paper")),
+        local_batch=matrix.LOCAL_BATCH, verdict_repeats=matrix.PROFILES["verdict"]["repeats"])
 
 
 LISTED = _listed()
@@ -98,9 +99,11 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                 steps="override the profile's steps per epoch",
                 timeout="seconds before a cell is stopped (default: from the profile)",
                 repeats="run every cell N times, in one random order (the analysis shows what a "
-                        "rerun would show) [the verdict profile 3, others 1]",
+                        "rerun would show) [the verdict profile %d, others 1]"
+                        % LISTED.verdict_repeats,
                 nodes="scaling: run each cell on the first k hosts for each k, e.g. 1,2,3 "
-                      "(local batch stays 42; provision with the same --nodes)",
+                      "(local batch stays %d; provision with the same --nodes)"
+                      % LISTED.local_batch,
                 network="emulated cluster only: run the cells at each link setting, e.g. "
                         "50mbit,1gbit,10gbit (reshaped between settings, recorded per cell)",
                 profile_steps="profiled steps per cell after the timed ones, for the operator "
