@@ -1,4 +1,4 @@
-"""records.jsonl, the run's measurements (collect writes them, tests/fixtures.py builds them,
+"""records.jsonl, the run's measurements (collect writes them, selfcheck/known_run.py builds them,
 analysis/tidy.py reads them): one JSON object per line, each one metric of one process of one
 cell, or one cell's status. Every record carries the cell's keys, the run's, and the process's
 (none for a status); its `unit` is the metric's, from METRICS: nothing else names a unit."""

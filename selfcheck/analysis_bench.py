@@ -10,7 +10,7 @@ import numpy as np
 from analysis import report
 from analysis.claims import PAPER_BENCHMARKS
 from analysis.figures import SYSTEM_ORDER
-from tests import fixtures
+from selfcheck import known_run
 
 GOAL_SECONDS = 30.0
 
@@ -18,11 +18,11 @@ GOAL_SECONDS = 30.0
 def paper_sized(path, repeats, hours):
     """Every process with the paper's 3,950 measured steps (the bootstrap's input)."""
     rng = np.random.default_rng(0)
-    cells = [fixtures.cell(b, s, 1000.0 + 10 * r + i, repeat=r,
+    cells = [known_run.cell(b, s, 1000.0 + 10 * r + i, repeat=r,
                             samples=(1000.0 / 3960) * rng.uniform(0.9, 1.1, 3950))
              for r in range(repeats) for i, b in enumerate(PAPER_BENCHMARKS)
              for s in SYSTEM_ORDER]
-    return fixtures.write_run(path, cells, memory_rows=int(hours * 3600))
+    return known_run.write_run(path, cells, memory_rows=int(hours * 3600))
 
 
 def run(repeats=3, hours=1.0):

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis import claims, consistency, network, operators, report, setup_text, stats, testbed
-from tests import fixtures
+from selfcheck import known_run
 from analysis import memory, tidy
 
 BENCHMARKS = claims.PAPER_BENCHMARKS
@@ -18,9 +18,9 @@ def matrix(tf_over_torch, base=100.0):
     """Every benchmark: PyTorch `base` s, TensorFlow-sync `tf_over_torch` times that."""
     cells = []
     for b in BENCHMARKS:
-        cells += [fixtures.cell(b, "pytorch-sync", base),
-                  fixtures.cell(b, "tensorflow-sync", base * tf_over_torch),
-                  fixtures.cell(b, "mxnet-sync", base / 1.38)]
+        cells += [known_run.cell(b, "pytorch-sync", base),
+                  known_run.cell(b, "tensorflow-sync", base * tf_over_torch),
+                  known_run.cell(b, "mxnet-sync", base / 1.38)]
     return cells
 
 
@@ -33,7 +33,7 @@ def verdicts(run, bed=None):
 
 
 def test_tf_sync_at_2_65x_pytorch_is_reproduced(tmp_path):
-    claim = verdicts(fixtures.write_run(tmp_path, matrix(2.65)))["tf_sync_vs_pytorch_sync"]
+    claim = verdicts(known_run.write_run(tmp_path, matrix(2.65)))["tf_sync_vs_pytorch_sync"]
     assert claim["measured"] == pytest.approx(2.65)
     assert claim["verdict"] == "reproduced" and claim["paper"] == 2.65
     assert (claim["low"], claim["high"]) == pytest.approx((2.65, 2.65))  # steps all equal
@@ -41,7 +41,7 @@ def test_tf_sync_at_2_65x_pytorch_is_reproduced(tmp_path):
 
 
 def test_tf_sync_at_1_2x_pytorch_is_not_reproduced(tmp_path):
-    found = verdicts(fixtures.write_run(tmp_path, matrix(1.2)))
+    found = verdicts(known_run.write_run(tmp_path, matrix(1.2)))
     assert found["tf_sync_vs_pytorch_sync"]["measured"] == pytest.approx(1.2)
     assert found["tf_sync_vs_pytorch_sync"]["verdict"] == "not reproduced"
     # the other headline ratio still holds; unmeasured modes are said to be unmeasured
@@ -50,15 +50,15 @@ def test_tf_sync_at_1_2x_pytorch_is_not_reproduced(tmp_path):
 
 
 def test_order_claims(tmp_path):
-    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in
+    cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in
              [("pytorch-sync", 50), ("tensorflow-sync", 60), ("tensorflow-async", 70),
               ("mxnet-sync", 90), ("mxnet-async", 95)]]
-    found = verdicts(fixtures.write_run(tmp_path, cells))
+    found = verdicts(known_run.write_run(tmp_path, cells))
     assert found["lenet_pytorch_fastest"]["verdict"] == "reproduced"
     assert found["lenet_mxnet_last"]["verdict"] == "reproduced"
     assert found["lenet_mxnet_sync_vs_pytorch"]["measured"] == pytest.approx(1.8)
-    cells[0] = fixtures.cell("lenet5-cifar10", "pytorch-sync", 100)  # now PyTorch is last
-    found = verdicts(fixtures.write_run(tmp_path / "b", cells))
+    cells[0] = known_run.cell("lenet5-cifar10", "pytorch-sync", 100)  # now PyTorch is last
+    found = verdicts(known_run.write_run(tmp_path / "b", cells))
     assert found["lenet_pytorch_fastest"]["verdict"] == "not reproduced"
     assert found["lenet_mxnet_last"]["verdict"] == "not reproduced"
 
@@ -67,21 +67,21 @@ def test_an_order_the_intervals_cannot_separate_is_inconclusive(tmp_path):
     """PyTorch 50 s against TensorFlow 51 s, each over 12 projected steps that vary by 20%:
     the intervals overlap, so "PyTorch is the fastest" can be neither confirmed nor denied."""
     rng = np.random.default_rng(1)
-    cells = [fixtures.cell("lenet5-cifar10", s, t, steps=12, epochs=1,
+    cells = [known_run.cell("lenet5-cifar10", s, t, steps=12, epochs=1,
                             samples=t / 3960 * rng.uniform(0.8, 1.2, 12))
              for s, t in [("pytorch-sync", 50.0), ("tensorflow-sync", 51.0),
                           ("mxnet-sync", 90.0)]]
-    found = verdicts(fixtures.write_run(tmp_path, cells))
+    found = verdicts(known_run.write_run(tmp_path, cells))
     assert found["lenet_pytorch_fastest"]["verdict"] == "inconclusive"
     assert "separated by their 95% intervals: 1 of 2" in found["lenet_pytorch_fastest"]["basis"]
 
 
 def test_repeats_give_mean_interval_and_cv_flag(tmp_path):
-    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", t, repeat=r)
+    cells = [known_run.cell("lenet5-cifar10", "pytorch-sync", t, repeat=r)
              for r, t in enumerate((10.0, 11.0, 12.0))]
-    cells += [fixtures.cell("lenet5-cifar10", "mxnet-sync", t, repeat=r)
+    cells += [known_run.cell("lenet5-cifar10", "mxnet-sync", t, repeat=r)
               for r, t in enumerate((20.0, 20.2, 20.4))]
-    run = fixtures.write_run(tmp_path, cells)
+    run = known_run.write_run(tmp_path, cells)
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     torch = groups.set_index("system").loc["pytorch-sync"]
     assert torch.execution_seconds == pytest.approx(11.0) and torch.repeats == 3
@@ -97,9 +97,9 @@ def test_repeats_give_mean_interval_and_cv_flag(tmp_path):
 
 def test_table_v_and_breakdown_totals(tmp_path):
     phases = {"loading": 0.01, "forward": 0.02, "backward": 0.03, "communication": 0.04}
-    cells = [fixtures.cell(b, "pytorch-sync", 100.0, phases=phases)
+    cells = [known_run.cell(b, "pytorch-sync", 100.0, phases=phases)
              for b in ("lenet5-cifar10", "alexnet-cifar10", "resnet18-cifar100")]
-    run = fixtures.write_run(tmp_path, cells)
+    run = known_run.write_run(tmp_path, cells)
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     # measured at the paper's length (100 s, no start-up); loading, forward and backward at
     # 3,959 steps x 0.06 s; communication the rest: 100 - 237.54 (a negative residual: the
@@ -117,9 +117,9 @@ def test_table_v_shows_tensorflow_asyncs_dispatch_apart_from_its_transfer(tmp_pa
     118.77 s; the worker's own communication (0.005 s/step) stays in the execution table; Table
     V's 0.0284 s/step once mixed the two without a word (issue 37)."""
     phases = {"loading": 0.005, "forward": 0.005, "backward": 0.005, "communication": 0.005}
-    cells = [fixtures.cell("lenet5-cifar10", "tensorflow-async", 0.05 * 3959, phases=phases,
-                           wall_step=0.05)]
-    run = fixtures.write_run(tmp_path, cells)
+    cells = [known_run.cell("lenet5-cifar10", "tensorflow-async", 0.05 * 3959, phases=phases,
+                            wall_step=0.05)]
+    run = known_run.write_run(tmp_path, cells)
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     (g,) = list(groups.itertuples())
     assert report.dispatch_seconds(g, None) == pytest.approx(0.03 * 3959)
@@ -131,9 +131,9 @@ def test_table_v_shows_tensorflow_asyncs_dispatch_apart_from_its_transfer(tmp_pa
     # two outliers (10x) in the chief's 20 steps: the loop's raw mean is 0.095 s, the steady
     # step the projection keeps 0.05 s. Dispatch from the raw mean (0.075 x 3,959 = 297 s)
     # once exceeded the whole communication, leaving -55 s of "transfer" in a quick start.
-    noisy = [fixtures.cell("lenet5-cifar10", "tensorflow-async", 0.05 * 3959, phases=phases,
-                           wall_step=0.095, samples=[0.05] * 18 + [0.5, 0.5])]
-    text = (report.build(fixtures.write_run(tmp_path / "noisy", noisy), quiet=True)[
+    noisy = [known_run.cell("lenet5-cifar10", "tensorflow-async", 0.05 * 3959, phases=phases,
+                            wall_step=0.095, samples=[0.05] * 18 + [0.5, 0.5])]
+    text = (report.build(known_run.write_run(tmp_path / "noisy", noisy), quiet=True)[
         "report"]).read_text()
     (row,) = [l for l in text.splitlines() if l.startswith("| tensorflow-async | ")
               and "| 1 of 4 |" in l]
@@ -201,9 +201,9 @@ def test_slurm_seeing_more_memory_than_the_sampler_is_flagged():
 
 
 def test_missing_and_failed_cells_are_reported_not_dropped(tmp_path):
-    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 10.0),
-             fixtures.cell("lenet5-cifar10", "mxnet-sync", 10.0, status="failed")]
-    run = fixtures.write_run(tmp_path, cells, planned=[("lenet5-cifar10", "tensorflow-sync")])
+    cells = [known_run.cell("lenet5-cifar10", "pytorch-sync", 10.0),
+             known_run.cell("lenet5-cifar10", "mxnet-sync", 10.0, status="failed")]
+    run = known_run.write_run(tmp_path, cells, planned=[("lenet5-cifar10", "tensorflow-sync")])
     built = report.build(run, quiet=True)
     groups = built["groups"].set_index("system")
     assert groups.loc["mxnet-sync"].status == "failed"
@@ -215,7 +215,7 @@ def test_missing_and_failed_cells_are_reported_not_dropped(tmp_path):
 
 
 def test_html_report_is_self_contained(tmp_path):
-    run = fixtures.write_run(tmp_path, matrix(2.0)[:3], memory_rows=50)
+    run = known_run.write_run(tmp_path, matrix(2.0)[:3], memory_rows=50)
     built = report.build(run, quiet=True)
     html = built["html"].read_text()
     assert html.count("data:image/png;base64,") == len(built["figures"]) >= 4
@@ -231,9 +231,9 @@ def test_scaling_speedup_and_efficiency(tmp_path):
     for nodes, step in ((1, 1.0), (2, 1.25), (3, 1.5)):
         phases = {"loading": 0.0, "forward": step / 2, "backward": step / 2,
                   "communication": 0.0}
-        cells.append(fixtures.cell("lenet5-cifar10", "pytorch-sync", step * 3960,
+        cells.append(known_run.cell("lenet5-cifar10", "pytorch-sync", step * 3960,
                                     phases=phases, nodes=nodes))
-    run = fixtures.write_run(tmp_path, cells)
+    run = known_run.write_run(tmp_path, cells)
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     table = tidy.scaling_table(groups).set_index("nodes")
     assert table.speedup.tolist() == pytest.approx([1.0, 1.6, 2.0])
@@ -251,9 +251,9 @@ def test_a_cell_that_is_mostly_start_up_projects_to_the_paper_length(tmp_path):
     is start-up + 3,959 more steps (the first is inside start-up) = 101.675 s, not the
     measured 3 s scaled, and not 3 s."""
     phases = {"loading": 0.005, "forward": 0.008, "backward": 0.01, "communication": 0.002}
-    spec = fixtures.cell("lenet5-cifar10", "pytorch-sync", 3.0, steps=12, epochs=1,
+    spec = known_run.cell("lenet5-cifar10", "pytorch-sync", 3.0, steps=12, epochs=1,
                           startup=2.7, phases=phases)
-    cells = tidy.cell_table(tidy.load_records(fixtures.write_run(tmp_path, [spec]) /
+    cells = tidy.cell_table(tidy.load_records(known_run.write_run(tmp_path, [spec]) /
                                               "records.jsonl"))
     cell = cells.iloc[0]
     assert cell.startup == pytest.approx(2.7) and cell.projected
@@ -265,7 +265,7 @@ def test_a_cell_that_is_mostly_start_up_projects_to_the_paper_length(tmp_path):
 
 
 def test_the_slowest_worker_sets_the_cells_time(tmp_path):
-    run = fixtures.write_run(tmp_path, [fixtures.cell(
+    run = known_run.write_run(tmp_path, [known_run.cell(
         "lenet5-cifar10", "pytorch-sync", 3.0, steps=12, epochs=1, startup=1.0)])
     lines = (run / "records.jsonl").read_text().splitlines()
     # node3's worker starts 0.5 s later than the others
@@ -302,9 +302,9 @@ def test_an_interval_that_straddles_the_band_is_inconclusive(tmp_path):
     for b in BENCHMARKS:
         for system, seconds in (("pytorch-sync", 100.0), ("tensorflow-sync", 212.0)):
             step = seconds / 3960
-            cells.append(fixtures.cell(b, system, seconds, steps=30, epochs=1,
+            cells.append(known_run.cell(b, system, seconds, steps=30, epochs=1,
                                         samples=step * rng.uniform(0.6, 1.4, 30)))
-    claim = verdicts(fixtures.write_run(tmp_path, cells))["tf_sync_vs_pytorch_sync"]
+    claim = verdicts(known_run.write_run(tmp_path, cells))["tf_sync_vs_pytorch_sync"]
     assert claim["low"] < 2.65 / 1.25 < claim["high"]
     assert claim["verdict"] == "inconclusive" and claim["direction"] == "holds"
 
@@ -313,8 +313,8 @@ def test_the_band_is_symmetric_in_log_space(tmp_path):
     """1.3x below the paper's 2.65 (2.04) is as far off as 1.3x above it (3.45): both are
     not reproduced. The old band, 2.65 x (1 +- 0.25) = 1.99 - 3.31, reproduced 2.04."""
     assert claims.band(2.65, 0.25) == pytest.approx((2.12, 3.3125))
-    below = verdicts(fixtures.write_run(tmp_path / "a", matrix(2.65 / 1.3)))
-    above = verdicts(fixtures.write_run(tmp_path / "b", matrix(2.65 * 1.3)))
+    below = verdicts(known_run.write_run(tmp_path / "a", matrix(2.65 / 1.3)))
+    above = verdicts(known_run.write_run(tmp_path / "b", matrix(2.65 * 1.3)))
     for found in (below, above):
         assert found["tf_sync_vs_pytorch_sync"]["verdict"] == "not reproduced"
         assert found["tf_sync_vs_pytorch_sync"]["direction"] == "holds"
@@ -325,9 +325,9 @@ def test_an_average_over_benchmarks_is_geometric(tmp_path):
     2.65; the arithmetic mean, 2.5, would have reproduced it, and the basis shows it."""
     cells = []
     for i, b in enumerate(BENCHMARKS):
-        cells += [fixtures.cell(b, "pytorch-sync", 100.0),
-                  fixtures.cell(b, "tensorflow-sync", 100.0 if i < 3 else 400.0)]
-    claim = verdicts(fixtures.write_run(tmp_path, cells))["tf_sync_vs_pytorch_sync"]
+        cells += [known_run.cell(b, "pytorch-sync", 100.0),
+                  known_run.cell(b, "tensorflow-sync", 100.0 if i < 3 else 400.0)]
+    claim = verdicts(known_run.write_run(tmp_path, cells))["tf_sync_vs_pytorch_sync"]
     assert claim["measured"] == pytest.approx(2.0) and claim["verdict"] == "not reproduced"
     assert "geometric mean of tensorflow-sync/pytorch-sync over 6 of 6 benchmark(s) " \
         "(arithmetic mean 2.50)" in claim["basis"]
@@ -335,7 +335,7 @@ def test_an_average_over_benchmarks_is_geometric(tmp_path):
 
 def test_the_direction_is_judged_apart_from_the_size(tmp_path):
     """TensorFlow 0.8x PyTorch: not 2.65x, and not even slower."""
-    found = verdicts(fixtures.write_run(tmp_path, matrix(0.8)))
+    found = verdicts(known_run.write_run(tmp_path, matrix(0.8)))
     assert found["tf_sync_vs_pytorch_sync"]["verdict"] == "not reproduced"
     assert found["tf_sync_vs_pytorch_sync"]["direction"] == "contradicted"
     assert claims.direction_verdict(0.9, 1.1, 2.65) == "unclear"
@@ -343,9 +343,9 @@ def test_the_direction_is_judged_apart_from_the_size(tmp_path):
 
 
 def test_a_headline_claim_measured_on_one_benchmark_is_partial(tmp_path):
-    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 100.0),
-             fixtures.cell("lenet5-cifar10", "tensorflow-sync", 265.0)]
-    found = verdicts(fixtures.write_run(tmp_path, cells))
+    cells = [known_run.cell("lenet5-cifar10", "pytorch-sync", 100.0),
+             known_run.cell("lenet5-cifar10", "tensorflow-sync", 265.0)]
+    found = verdicts(known_run.write_run(tmp_path, cells))
     claim = found["tf_sync_vs_pytorch_sync"]
     assert claim["verdict"] == "partial (1 of 6)"
     assert claim["measured"] == pytest.approx(2.65)
@@ -368,7 +368,7 @@ SHARED = {"inventory": {"name": "local", "hosts": [
 
 
 def test_nodes_sharing_two_cores_make_cross_framework_claims_not_comparable(tmp_path):
-    run = fixtures.write_run(tmp_path, matrix(2.65), manifest=SHARED)
+    run = known_run.write_run(tmp_path, matrix(2.65), manifest=SHARED)
     manifest = json_of(run / "manifest.json")
     bed = testbed.describe(manifest)
     assert bed["shares_cores"] is True
@@ -399,7 +399,7 @@ EMULATED = {"inventory": {"name": "vagrant", "hosts": [
 def test_vms_on_emulated_cpus_make_cross_framework_claims_not_comparable(tmp_path):
     """Three VMs of their own (no sharing seen from inside) under QEMU's TCG: every claim
     comparing frameworks' times is not comparable, and the node table says why."""
-    run = fixtures.write_run(tmp_path, matrix(2.65), manifest=EMULATED)
+    run = known_run.write_run(tmp_path, matrix(2.65), manifest=EMULATED)
     bed = testbed.describe(json_of(run / "manifest.json"))
     assert bed["shares_cores"] is False
     assert "emulated_cpu" in [d["key"] for d in bed["deviations"]]
@@ -436,7 +436,7 @@ def test_nodes_with_cores_of_their_own_are_comparable():
 def test_operator_table_is_per_worker(tmp_path):
     """Three TF-sync workers with 1.49, 4.15 and 2.64 ms of convolution per step: the table
     says 2.76 ms per worker, not their sum (8.28 ms); the per-worker check passes."""
-    run = fixtures.write_run(tmp_path, [fixtures.cell("lenet5-cifar10", "tensorflow-sync",
+    run = known_run.write_run(tmp_path, [known_run.cell("lenet5-cifar10", "tensorflow-sync",
                                                         100.0)])
     records = tidy.load_records(run / "records.jsonl")
     cell_id = records.cell_id.iloc[0]
@@ -456,7 +456,7 @@ def test_operator_table_is_per_worker(tmp_path):
 
 
 def test_consistency_checks_catch_a_breakdown_that_misses_fig3(tmp_path):
-    run = fixtures.write_run(tmp_path, [fixtures.cell("lenet5-cifar10", "pytorch-sync",
+    run = known_run.write_run(tmp_path, [known_run.cell("lenet5-cifar10", "pytorch-sync",
                                                         100.0)])
     groups = groups_of(run)
     assert all(c["ok"] for c in consistency.fig3_vs_breakdown(groups))
@@ -486,11 +486,11 @@ def test_a_run_with_later_epochs_projects_each_epoch_at_its_own_rate(tmp_path):
     every step (their mean, 0.1333 s) would give 5 + 3,959 x 0.1333 = 532.9 s."""
     samples = [0.2] * 20 + [0.1] * 40
     mean = sum(samples) / len(samples)
-    spec = fixtures.cell("lenet5-cifar10", "pytorch-sync", 5.0 + 80 * mean, steps=40,
+    spec = known_run.cell("lenet5-cifar10", "pytorch-sync", 5.0 + 80 * mean, steps=40,
                           epochs=2, startup=5.0, samples=samples,
                           sample_epochs=[0] * 20 + [1] * 40,
                           phases={p: mean / 4 for p in tidy.PHASES})
-    run = fixtures.write_run(tmp_path, [spec])
+    run = known_run.write_run(tmp_path, [spec])
     cells = tidy.cell_table(tidy.load_records(run / "records.jsonl"))
     (row,) = cells.to_dict("records")
     assert row["execution_seconds"] == pytest.approx(5 + 395 * 0.2 + 9 * 396 * 0.1)
@@ -498,7 +498,7 @@ def test_a_run_with_later_epochs_projects_each_epoch_at_its_own_rate(tmp_path):
     # without the epochs: one rate, and the 20 slow steps at the start read as a warm-up
     # (MSER-5 cuts them): 5 + 3,959 x 0.1
     spec["sample_epochs"] = None
-    run = fixtures.write_run(tmp_path / "b", [spec])
+    run = known_run.write_run(tmp_path / "b", [spec])
     (row,) = tidy.cell_table(tidy.load_records(run / "records.jsonl")).to_dict("records")
     assert row["execution_seconds"] == pytest.approx(5 + 3959 * 0.1)
     assert row["truncated"] == 20
@@ -523,9 +523,9 @@ def test_a_cell_stopped_at_the_ceiling_names_its_noisiest_process(tmp_path):
     std 10 / mean 20 = 50%)."""
     samples = [0.02] * 35 + [0.01, 0.03] * 60
     epochs = [0] * 35 + [1] * 120
-    cell = fixtures.cell("lenet5-cifar10", "pytorch-sync", 30.0, startup=5.0, steps=40,
+    cell = known_run.cell("lenet5-cifar10", "pytorch-sync", 30.0, startup=5.0, steps=40,
                           epochs=4, samples=samples, sample_epochs=epochs)
-    run = fixtures.write_run(tmp_path, [cell])
+    run = known_run.write_run(tmp_path, [cell])
     rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
     for rank, (width, why) in enumerate([(0.01, "precision"), (0.08, "ceiling"),
                                           (0.02, "precision")]):
@@ -551,10 +551,10 @@ def test_a_coordinators_step_is_checked_against_its_workers_closures(tmp_path):
     shorter than the closures fails it; pytorch-sync keeps wall_vs_timers and its 15% band."""
     def spec(system, ratio):
         step = 100.0 / 3960
-        return fixtures.cell("lenet5-cifar10", system, 100.0, wall_step=step,
-                             phases={p: step / ratio / 4 for p in tidy.PHASES})
-    run = fixtures.write_run(tmp_path, [spec("tensorflow-async", 15.0),
-                                        spec("pytorch-sync", 15.0)])
+        return known_run.cell("lenet5-cifar10", system, 100.0, wall_step=step,
+                              phases={p: step / ratio / 4 for p in tidy.PHASES})
+    run = known_run.write_run(tmp_path, [spec("tensorflow-async", 15.0),
+                                         spec("pytorch-sync", 15.0)])
     groups = groups_of(run)
     rows = {r["system"]: r for r in consistency.wall_vs_timers(groups)}
     assert rows["tensorflow-async"]["check"] == "wall_vs_closures"
@@ -564,7 +564,7 @@ def test_a_coordinators_step_is_checked_against_its_workers_closures(tmp_path):
     (note,) = report.coordinator_note(groups, None)
     assert "lenet5-cifar10 tensorflow-async: 0.0253 s against 0.0017 s (15.0x)" in note[1]
     assert "pytorch-sync" not in note[1]
-    run = fixtures.write_run(tmp_path / "b", [spec("tensorflow-async", 0.5)])
+    run = known_run.write_run(tmp_path / "b", [spec("tensorflow-async", 0.5)])
     (row,) = consistency.wall_vs_timers(groups_of(run))
     assert not row["ok"] and row["ratio"] == pytest.approx(0.5)
 
@@ -639,9 +639,9 @@ def test_the_claims_say_what_their_evidence_is(tmp_path):
     indicative, and the count of claims judged on a 95% interval each (steps +-10%: an
     interval to count); with two repeats, no stamp."""
     spread = np.linspace(0.9, 1.1, 30)
-    cells = [fixtures.cell(c["benchmark"], c["system"], c["seconds"], steps=30, epochs=1,
-                           samples=c["seconds"] / 30 * spread) for c in matrix(2.65)]
-    run = fixtures.write_run(tmp_path / "one", cells, manifest={"profile": "smoke"})
+    cells = [known_run.cell(c["benchmark"], c["system"], c["seconds"], steps=30, epochs=1,
+                            samples=c["seconds"] / 30 * spread) for c in matrix(2.65)]
+    run = known_run.write_run(tmp_path / "one", cells, manifest={"profile": "smoke"})
     text = report.build(run, quiet=True)["report"].read_text()
     assert "**The smoke profile checks the machinery; it is not a measurement.**" in text
     assert "**One repeat per cell: run-to-run variation was not measured.**" in text
@@ -653,7 +653,7 @@ def test_the_claims_say_what_their_evidence_is(tmp_path):
         "partial (" in l) and l.split("|")[5].strip() != "-"]  # an order claim has none
     assert judged and "%d claims are judged, each at 95%%" % len(judged) in text
     cells = matrix(2.65) + [dict(c, repeat=1) for c in matrix(2.65)]
-    run = fixtures.write_run(tmp_path / "two", cells)
+    run = known_run.write_run(tmp_path / "two", cells)
     text = report.build(run, quiet=True)["report"].read_text()
     assert "indicative" not in text and "checks the machinery" not in text
 
@@ -665,7 +665,7 @@ def test_the_operator_claims_are_stamped_as_indicative_with_the_others(tmp_path)
             "mxnet-sync": {("operator", "_backward_Activation"): 0.0348}}
     cells = [dict(c, operators=tanh.get(c["system"], {})) if c["benchmark"] == "lenet5-cifar10"
              else c for c in matrix(2.65)]
-    text = report.build(fixtures.write_run(tmp_path, cells), quiet=True)["report"].read_text()
+    text = report.build(known_run.write_run(tmp_path, cells), quiet=True)["report"].read_text()
     (row,) = [l for l in text.splitlines()
               if l.startswith("| LeNet-5: MXNet's tanh_backward is 34.8x slower than PyTorch's")]
     assert "| 34.80 |" in row and "| reproduced, indicative |" in row, row
@@ -693,8 +693,8 @@ def test_the_slowest_worker_is_not_a_maximum_of_noisy_replicates(tmp_path):
     up: 16-26% below the point in a quick start)."""
     rng = np.random.default_rng(5)
     samples = 0.1 * rng.uniform(0.5, 1.5, 60)
-    run = fixtures.write_run(tmp_path, [fixtures.cell("lenet5-cifar10", "pytorch-sync", 3.0,
-                                                      steps=30, epochs=1, samples=samples)])
+    run = known_run.write_run(tmp_path, [known_run.cell("lenet5-cifar10", "pytorch-sync", 3.0,
+                                                        steps=30, epochs=1, samples=samples)])
     cells = tidy.cell_table(tidy.load_records(run / "records.jsonl"))
     (boot,) = list(cells.execution_boot)
     below = float(np.mean(boot < cells.execution_seconds.iloc[0]))
@@ -706,9 +706,9 @@ def test_identical_repeats_keep_one_runs_own_noise(tmp_path):
     spread of one run's own replicates."""
     rng = np.random.default_rng(9)
     samples = list(0.1 * rng.uniform(0.5, 1.5, 60))
-    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 3.0, repeat=r, samples=samples,
-                           steps=30, epochs=1) for r in (0, 1)]
-    groups = groups_of(fixtures.write_run(tmp_path, cells))
+    cells = [known_run.cell("lenet5-cifar10", "pytorch-sync", 3.0, repeat=r, samples=samples,
+                            steps=30, epochs=1) for r in (0, 1)]
+    groups = groups_of(known_run.write_run(tmp_path, cells))
     one = tidy.cell_table(tidy.load_records(tmp_path / "fixture" / "records.jsonl"))
     single = stats.interval(one.execution_boot.iloc[0])
     assert groups.ci_high.iloc[0] - groups.ci_low.iloc[0] > single[1] - single[0]
@@ -720,12 +720,12 @@ def test_a_disturbed_repeat_is_shown_and_left_out_of_the_verdicts(tmp_path):
     node's figures, and the cell is listed with why."""
     calm = {"others_cpu": 0.02, "steal": 0.001, "runqueue_wait": 0.05}
     loud = {"others_cpu": 0.31, "steal": 0.0, "runqueue_wait": 0.6}
-    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 100.0, repeat=r, interference=calm)
+    cells = [known_run.cell("lenet5-cifar10", "pytorch-sync", 100.0, repeat=r, interference=calm)
              for r in (0, 1)]
-    cells.append(fixtures.cell("lenet5-cifar10", "pytorch-sync", 180.0, repeat=2,
-                               interference=loud, disturbed="disturbed (node1: other programs "
-                               "31% and steal 0% of its CPUs' time; the bound is 5%)"))
-    run = fixtures.write_run(tmp_path, cells)
+    cells.append(known_run.cell("lenet5-cifar10", "pytorch-sync", 180.0, repeat=2,
+                                interference=loud, disturbed="disturbed (node1: other programs "
+                                "31% and steal 0% of its CPUs' time; the bound is 5%)"))
+    run = known_run.write_run(tmp_path, cells)
     groups = groups_of(run)
     (g,) = groups.itertuples()
     assert g.execution_seconds == pytest.approx(100.0) and g.succeeded == 2 and g.disturbed == 1
@@ -750,12 +750,12 @@ def test_a_cell_disturbed_by_steal_is_said_to_be(tmp_path):
     2026-11-27: others 3%, steal 3-7%): the console's last word names the steal, not only
     "other programs took up to 3%" beside a 5% bound."""
     stolen = {"others_cpu": 0.03, "steal": 0.07, "runqueue_wait": 0.05}
-    cells = [fixtures.cell("lenet5-cifar10", "pytorch-sync", 100.0, repeat=0,
-                           interference={"others_cpu": 0.01, "steal": 0.0}),
-             fixtures.cell("lenet5-cifar10", "pytorch-sync", 120.0, repeat=1,
-                           interference=stolen, disturbed="disturbed (node2: other programs "
-                           "3% and steal 7% of its CPUs' time; the bound is 5%)")]
-    built = report.build(fixtures.write_run(tmp_path, cells), quiet=True)
+    cells = [known_run.cell("lenet5-cifar10", "pytorch-sync", 100.0, repeat=0,
+                            interference={"others_cpu": 0.01, "steal": 0.0}),
+             known_run.cell("lenet5-cifar10", "pytorch-sync", 120.0, repeat=1,
+                            interference=stolen, disturbed="disturbed (node2: other programs "
+                            "3% and steal 7% of its CPUs' time; the bound is 5%)")]
+    built = report.build(known_run.write_run(tmp_path, cells), quiet=True)
     assert "(other programs took up to 3% and steal up to 7% of a node's CPUs; the bound, " \
         "5%, is on the two together, after 0.15 CPU-s of other programs' time a process)" \
         in built["disturbed"], built["disturbed"]
@@ -779,8 +779,8 @@ def test_a_warm_up_is_found_in_the_data_and_an_outlier_left_out():
 
 def test_the_execution_table_shows_the_median_and_what_was_cut(tmp_path):
     samples = [0.02] * 10 + [0.01] * 19 + [0.2]
-    run = fixtures.write_run(tmp_path, [fixtures.cell("lenet5-cifar10", "pytorch-sync", 1.0,
-                                                      steps=30, epochs=1, samples=samples)])
+    run = known_run.write_run(tmp_path, [known_run.cell("lenet5-cifar10", "pytorch-sync", 1.0,
+                                                        steps=30, epochs=1, samples=samples)])
     text = report.build(run, quiet=True)["report"].read_text()
     (row,) = [l for l in text.splitlines() if l.startswith("| lenet5-cifar10 | pytorch-sync")
               and "| 1/1 |" in l]
@@ -809,12 +809,12 @@ def test_a_repeat_without_a_value_is_left_out_of_the_prediction():
 def test_a_cell_with_one_usable_repeat_makes_the_verdicts_indicative(tmp_path):
     """Three repeats planned, two of PyTorch's failed: its interval is one run's, and the
     verdicts say so."""
-    cells = [fixtures.cell(b, s, t, repeat=r) for r in range(3)
+    cells = [known_run.cell(b, s, t, repeat=r) for r in range(3)
              for b, s, t in (("lenet5-cifar10", "tensorflow-sync", 265.0),
                              ("lenet5-cifar10", "pytorch-sync", 100.0))]
     cells = [dict(c, status="failed") if c["system"] == "pytorch-sync" and c["repeat"] else c
              for c in cells]
-    text = report.build(fixtures.write_run(tmp_path, cells), quiet=True)["report"].read_text()
+    text = report.build(known_run.write_run(tmp_path, cells), quiet=True)["report"].read_text()
     assert "**Some cells have one usable repeat: run-to-run variation was not measured.**" in text
 
 
@@ -963,9 +963,9 @@ def test_every_figure_carries_the_runs_caveats_and_no_colour_means_two_things(tm
     forest's title says (indicative); a phase, a role or a marker never wears a system-mode's
     colour (blue was mxnet-sync in Fig. 3 and "forward" in the breakdowns)."""
     import analysis.figures as figs
-    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+    cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 100.0), ("mxnet-sync", 156.0), ("pytorch-sync", 87.0))]
-    run = fixtures.write_run(tmp_path, cells, memory_rows=3)
+    run = known_run.write_run(tmp_path, cells, memory_rows=3)
     stamps, real = {}, figs.save
 
     def spy(fig, out_stem):
@@ -987,9 +987,9 @@ def test_the_claims_figure_comes_first_with_every_ratio_claim_and_the_runs_cavea
     """LeNet-5 with TF-sync at 100 s, MXNet-sync at 156 s and PyTorch at 87 s, one repeat: the
     report opens its claims with the forest plot (claims.png), stamped indicative."""
     import matplotlib.pyplot as plt
-    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+    cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 100.0), ("mxnet-sync", 156.0), ("pytorch-sync", 87.0))]
-    run = fixtures.write_run(tmp_path, cells)
+    run = known_run.write_run(tmp_path, cells)
     built = report.build(run, quiet=True)
     text = built["report"].read_text()
     claims_part = text.split("## The paper's claims", 1)[1]
@@ -1023,9 +1023,9 @@ def test_the_claims_figure_comes_first_with_every_ratio_claim_and_the_runs_cavea
 def test_the_consistency_tally_counts_only_checks_that_can_fail_here(tmp_path):
     """fig3_vs_breakdown holds by construction, and bytes_vs_bound cannot fail on loopback:
     both shown as not counted, with why; the tally is over the rest."""
-    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+    cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 100.0), ("pytorch-sync", 87.0))]
-    run = fixtures.write_run(tmp_path, cells)
+    run = known_run.write_run(tmp_path, cells)
     manifest = json.loads((run / "manifest.json").read_text())
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     checks = consistency.run_all(pd.DataFrame({"metric": []}), groups, pd.DataFrame(), manifest)
@@ -1037,7 +1037,7 @@ def test_the_consistency_tally_counts_only_checks_that_can_fail_here(tmp_path):
     assert "4 of the 4 checks that can fail on this setup pass; 2 more shown but not " \
         "counted, as they cannot fail here (holds by construction" in text
     lo = [dict(h, cluster_interface="lo") for h in manifest["inventory"]["hosts"]]
-    run = fixtures.write_run(tmp_path / "lo", cells, manifest={
+    run = known_run.write_run(tmp_path / "lo", cells, manifest={
         "inventory": dict(manifest["inventory"], hosts=lo)})
     text = report.build(run, quiet=True)["report"].read_text()
     assert "2 of the 2 checks that can fail on this setup pass; 4 more shown but not " \
@@ -1047,9 +1047,9 @@ def test_the_consistency_tally_counts_only_checks_that_can_fail_here(tmp_path):
 def test_table_v_puts_the_papers_mean_beside_a_mean_over_the_same_benchmarks_only(tmp_path):
     """The paper's 1741.81 s is a mean over four CIFAR-10 benchmarks: beside a LeNet-5-only
     mean it is marked not comparable, not set side by side."""
-    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+    cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 100.0), ("pytorch-sync", 87.0))]
-    text = report.build(fixtures.write_run(tmp_path, cells), quiet=True)["report"].read_text()
+    text = report.build(known_run.write_run(tmp_path, cells), quiet=True)["report"].read_text()
     (row,) = [l for l in text.splitlines() if l.startswith("| tensorflow-sync | ")
               and "| 1 of 4 |" in l]
     assert row.endswith("| not comparable (1741.81 over 4) |")
@@ -1059,9 +1059,9 @@ def test_table_v_puts_the_papers_mean_beside_a_mean_over_the_same_benchmarks_onl
 def test_partial_stays_visible_on_a_claim_that_is_not_comparable(tmp_path):
     """Nodes that share cores, LeNet-5 only: the 2.65x average is not comparable and
     measured on 1 of 6 benchmarks; the verdict says both (once it said only the first)."""
-    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+    cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 100.0), ("pytorch-sync", 87.0), ("mxnet-sync", 156.0))]
-    run = fixtures.write_run(tmp_path, cells, manifest=SHARED)
+    run = known_run.write_run(tmp_path, cells, manifest=SHARED)
     claim = verdicts(run, testbed.describe(json_of(run / "manifest.json")))
     assert claim["tf_sync_vs_pytorch_sync"]["verdict"] == "not comparable (partial, 1 of 6)"
     assert claim["comm_pytorch_vs_tf_sync"]["verdict"] == "not comparable (partial, 1 of 4)"
@@ -1080,10 +1080,10 @@ def test_a_node_count_disturbed_in_both_attempts_stays_in_the_scaling_table(tmp_
     for nodes, step in ((1, 1.0), (2, 1.25)):
         phases = {"loading": 0.0, "forward": step / 2, "backward": step / 2,
                   "communication": 0.0}
-        cells.append(fixtures.cell("lenet5-cifar10", "tensorflow-async", step * 3960,
-                                   phases=phases, nodes=nodes,
-                                   disturbed="disturbed (node1: ...)" if nodes == 2 else ""))
-    run = fixtures.write_run(tmp_path, cells)
+        cells.append(known_run.cell("lenet5-cifar10", "tensorflow-async", step * 3960,
+                                    phases=phases, nodes=nodes,
+                                    disturbed="disturbed (node1: ...)" if nodes == 2 else ""))
+    run = known_run.write_run(tmp_path, cells)
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     table = tidy.scaling_table(groups).set_index("nodes")
     assert table.index.tolist() == [1, 2]
@@ -1126,9 +1126,9 @@ def test_the_memory_claims_order_a_workers_peak_beyond_the_margin(tmp_path):
              "mxnet-sync": 520.0, "mxnet-async": 540.0}
 
     def judged(folder, **moved):
-        cells = [fixtures.cell("lenet5-cifar10", s, 100.0, peak_rss=moved.get(s, p))
+        cells = [known_run.cell("lenet5-cifar10", s, 100.0, peak_rss=moved.get(s, p))
                  for s, p in peaks.items()]
-        return verdicts(fixtures.write_run(tmp_path / folder, cells))
+        return verdicts(known_run.write_run(tmp_path / folder, cells))
 
     found = judged("ordered")
     assert found["mem_tf_more_than_others"]["verdict"] == "reproduced"
@@ -1142,29 +1142,29 @@ def test_the_memory_claims_order_a_workers_peak_beyond_the_margin(tmp_path):
     assert judged("close", **{"tensorflow-async": 1050.0})["mem_tf_async_more_than_tf_sync"][
         "verdict"] == "inconclusive"
     # without MXNet, 3 of the 5 system-modes: partial, whatever the order says
-    cells = [fixtures.cell("lenet5-cifar10", s, 100.0, peak_rss=p) for s, p in peaks.items()
+    cells = [known_run.cell("lenet5-cifar10", s, 100.0, peak_rss=p) for s, p in peaks.items()
              if not s.startswith("mxnet")]
-    partial = verdicts(fixtures.write_run(tmp_path / "partial", cells))
+    partial = verdicts(known_run.write_run(tmp_path / "partial", cells))
     assert partial["mem_tf_more_than_others"]["verdict"] == "partial (3 of 5)"
 
 
 def test_lenet_orders_of_the_tensorflow_modes_and_the_async_systems(tmp_path):
     """V-B: TF-sync faster than TF-async on LeNet-5; V-A: the async systems "similar" (read
     as a ratio of 1 within the tolerance). TF-sync 100 s, TF-async 150 s, MXNet-async 145 s."""
-    cells = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+    cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 100.0), ("tensorflow-async", 150.0), ("mxnet-async", 145.0))]
-    found = verdicts(fixtures.write_run(tmp_path, cells))
+    found = verdicts(known_run.write_run(tmp_path, cells))
     assert found["lenet_tf_sync_faster_than_tf_async"]["verdict"] == "reproduced"
     similar = found["lenet_tf_async_vs_mxnet_async_similar"]
     assert similar["measured"] == pytest.approx(150.0 / 145.0)
     assert similar["verdict"] == "reproduced"
     assert "the package's reading" in similar["text"]
-    slower = [fixtures.cell("lenet5-cifar10", s, t) for s, t in (
+    slower = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 160.0), ("tensorflow-async", 150.0))]
-    assert verdicts(fixtures.write_run(tmp_path / "b", slower))[
+    assert verdicts(known_run.write_run(tmp_path / "b", slower))[
         "lenet_tf_sync_faster_than_tf_async"]["verdict"] == "not reproduced"
-    alone = [fixtures.cell("lenet5-cifar10", "tensorflow-sync", 100.0)]
-    assert verdicts(fixtures.write_run(tmp_path / "c", alone))[
+    alone = [known_run.cell("lenet5-cifar10", "tensorflow-sync", 100.0)]
+    assert verdicts(known_run.write_run(tmp_path / "c", alone))[
         "lenet_tf_sync_faster_than_tf_async"]["verdict"] == "not measured"
 
 

@@ -6,7 +6,7 @@ import tarfile
 import pytest
 
 from analysis import claims, report
-from tests import fixtures
+from selfcheck import known_run
 from harness.results import artifact
 from contract.errors import UserError
 
@@ -19,9 +19,9 @@ JUNIT = """<testsuites><testsuite name="pytest">
 
 @pytest.fixture()
 def archive(tmp_path):
-    cells = [fixtures.cell(b, s, t) for b in claims.PAPER_BENCHMARKS
+    cells = [known_run.cell(b, s, t) for b in claims.PAPER_BENCHMARKS
              for s, t in (("pytorch-sync", 100.0), ("tensorflow-sync", 265.0))]
-    run = fixtures.write_run(tmp_path, cells, run_id="r1", memory_rows=3)
+    run = known_run.write_run(tmp_path, cells, run_id="r1", memory_rows=3)
     report.build(run, quiet=True)
     junit = tmp_path / "junit.xml"
     junit.write_text(JUNIT)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from analysis import claims, compare
-from tests import fixtures
+from selfcheck import known_run
 from harness import commands
 from contract.errors import UserError
 
@@ -24,10 +24,10 @@ FACTS = {"node%d" % i: {"machine_id": "m%d" % i, "cpu_count": 4, "physical_cores
 def run(tmp_path, run_id, stack, installed, tf_over_torch, tanh=None, **manifest):
     cells = []
     for b in claims.PAPER_BENCHMARKS:
-        cells += [fixtures.cell(b, "pytorch-sync", 100.0),
-                  fixtures.cell(b, "tensorflow-sync", 100.0 * tf_over_torch),
-                  fixtures.cell(b, "mxnet-sync", 100.0 / 1.38)]
-    path = fixtures.write_run(tmp_path, cells, run_id=run_id, manifest=dict(
+        cells += [known_run.cell(b, "pytorch-sync", 100.0),
+                  known_run.cell(b, "tensorflow-sync", 100.0 * tf_over_torch),
+                  known_run.cell(b, "mxnet-sync", 100.0 / 1.38)]
+    path = known_run.write_run(tmp_path, cells, run_id=run_id, manifest=dict(
         {"stack": {"name": stack}, "installed": {n: installed for n in FACTS},
          "host_facts": FACTS}, **manifest))
     if tanh:  # activation_backward per step on each worker: mxnet-sync, pytorch-sync

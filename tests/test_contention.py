@@ -10,7 +10,7 @@ import pytest
 from analysis import claims, setup_text, testbed
 from harness.run import contention
 from harness.nodes import inventory, access as nodes_mod, stacks
-from tests import fixtures
+from selfcheck import known_run
 from tests.test_analysis import groups_of, matrix
 
 TWO_OWN = {"inventory": {"name": "local", "layout": "2 local node(s) x 1 thread(s), ...",
@@ -126,7 +126,7 @@ def test_a_probe_that_cannot_tell_is_named_beside_the_verdicts(tmp_path):
     assert [row[6] for row in blocks[1][2]] == ["not ruled out", "no"]
     assert setup_text.shares_text(bed) == \
         "no (not ruled out on node1: the contention probe below)"
-    run = fixtures.write_run(tmp_path, matrix(2.65), manifest=with_probe(TWO_OWN, measured))
+    run = known_run.write_run(tmp_path, matrix(2.65), manifest=with_probe(TWO_OWN, measured))
     (claim,) = [c for c in claims.evaluate(groups_of(run), testbed=bed)
                 if c["id"] == "tf_sync_vs_pytorch_sync"]
     assert claim["verdict"] != "not comparable"
@@ -171,7 +171,7 @@ def test_a_probe_that_finds_sharing_overrides_an_inventory_of_own_cores(tmp_path
     (text,) = [d["text"] for d in bed["deviations"] if d["key"] == "shared_cores"]
     assert text.startswith("the contention probe: node1 ran 34% slower with the other nodes "
                            "running (more than 15% beyond its own noise")
-    run = fixtures.write_run(tmp_path, matrix(2.65), manifest=with_probe(TWO_OWN, probe(300.0)))
+    run = known_run.write_run(tmp_path, matrix(2.65), manifest=with_probe(TWO_OWN, probe(300.0)))
     (claim,) = [c for c in claims.evaluate(groups_of(run), testbed=bed)
                 if c["id"] == "tf_sync_vs_pytorch_sync"]
     assert claim["verdict"] == "not comparable"
@@ -181,7 +181,7 @@ def test_a_probe_that_finds_none_lets_the_claims_be_judged(tmp_path):
     bed = testbed.describe(with_probe(TWO_OWN, probe(445.0)))
     assert bed["shares_cores"] is False
     assert "shared_cores" not in [d["key"] for d in bed["deviations"]]
-    run = fixtures.write_run(tmp_path, matrix(2.65), manifest=with_probe(TWO_OWN, probe(445.0)))
+    run = known_run.write_run(tmp_path, matrix(2.65), manifest=with_probe(TWO_OWN, probe(445.0)))
     (claim,) = [c for c in claims.evaluate(groups_of(run), testbed=bed)
                 if c["id"] == "tf_sync_vs_pytorch_sync"]
     assert claim["verdict"] == "partial (1 of 6)" or claim["verdict"] == "reproduced"

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from contract import nodefolder, records
-from tests import fixtures
+from selfcheck import known_run
 
 
 def test_a_record_takes_its_unit_from_the_schema_and_refuses_an_unknown_metric():
@@ -16,9 +16,9 @@ def test_a_record_takes_its_unit_from_the_schema_and_refuses_an_unknown_metric()
         records.record(base, "peak_rss_gb", 0.5)
 
 
-def test_the_fixtures_write_records_of_the_schema(tmp_path):
-    run = fixtures.write_run(tmp_path, [fixtures.cell("lenet5-cifar10", "pytorch-sync", 100.0,
-                                                      interference={"steal": 0.01})])
+def test_the_known_runs_write_records_of_the_schema(tmp_path):
+    run = known_run.write_run(tmp_path, [known_run.cell("lenet5-cifar10", "pytorch-sync", 100.0,
+                                                        interference={"steal": 0.01})])
     rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
     assert rows and all(r["unit"] == records.METRICS[r["metric"]] for r in rows)
     assert {r["unit"] for r in rows if r["metric"] == "steal"} == {"share"}

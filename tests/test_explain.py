@@ -10,7 +10,7 @@ import registry
 from analysis import explain, report
 from contract.errors import UserError
 from harness.plan import ladder
-from tests import fixtures
+from selfcheck import known_run
 
 CLAIM = "tf_sync_vs_mxnet_sync"
 TWO = {name: registry.factors()[name] for name in ("tf_kernels", "versions")}
@@ -22,15 +22,15 @@ def setting_records(tmp_path, name, tf_seconds, mx_seconds=100.0, repeats=1, dis
     explain.measure finds in it."""
     cells = []
     for r in range(repeats):
-        cells += [fixtures.cell("resnet18-cifar10", "tensorflow-sync", tf_seconds, repeat=r,
-                                disturbed=disturbed),
-                  fixtures.cell("resnet18-cifar10", "mxnet-sync", mx_seconds, repeat=r)]
+        cells += [known_run.cell("resnet18-cifar10", "tensorflow-sync", tf_seconds, repeat=r,
+                                 disturbed=disturbed),
+                  known_run.cell("resnet18-cifar10", "mxnet-sync", mx_seconds, repeat=r)]
     return measured_from(tmp_path, name, cells)
 
 
 def measured_from(tmp_path, name, cells):
     """What explain.measure finds in a run of these fixture cells."""
-    run = fixtures.write_run(tmp_path, cells, run_id=name)
+    run = known_run.write_run(tmp_path, cells, run_id=name)
     from analysis import tidy
     records = tidy.load_records(run / "records.jsonl")
     manifest = json.loads((run / "manifest.json").read_text())
@@ -162,8 +162,8 @@ def test_a_rung_unmeasured_for_another_reason_does_not_blame_a_disturbed_cell(tm
     # TensorFlow's cell failed and MXNet's was disturbed twice: the claim is not measured
     # even with MXNet's cell taken as it ran, so disturbance is not named as the reason
     found = measured_from(tmp_path, "failed", [
-        fixtures.cell("resnet18-cifar10", "tensorflow-sync", 150.0, status="failed"),
-        fixtures.cell("resnet18-cifar10", "mxnet-sync", 100.0, disturbed="disturbed (x)")])
+        known_run.cell("resnet18-cifar10", "tensorflow-sync", 150.0, status="failed"),
+        known_run.cell("resnet18-cifar10", "mxnet-sync", 100.0, disturbed="disturbed (x)")])
     assert found["disturbed"] == {}
     base, end, rungs = two_factor_plan()
     measured = {base.key: setting_records(tmp_path, "base", 300.0), rungs[0].after.key: found}
@@ -195,9 +195,9 @@ def test_levels_are_read_back_from_each_processs_recorded_environment(tmp_path):
 
 
 def test_the_main_report_shows_what_moves_each_claim(tmp_path):
-    run = fixtures.write_run(tmp_path, [fixtures.cell(b, s, 100.0) for b in
-                                        ("resnet18-cifar10",) for s in
-                                        ("tensorflow-sync", "mxnet-sync")])
+    run = known_run.write_run(tmp_path, [known_run.cell(b, s, 100.0) for b in
+                                         ("resnet18-cifar10",) for s in
+                                         ("tensorflow-sync", "mxnet-sync")])
     (run / "explain.json").write_text(json.dumps({"claims": [
         {"id": CLAIM, "sentence": "versions paper-py39 -> current moves it most: x0.40"}]}))
     text = report.build(run, quiet=True)["report"].read_text()

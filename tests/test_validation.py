@@ -3,7 +3,7 @@ the in-run projection from a full run's first steps, the full run's spread, the 
 import pytest
 
 from analysis import tidy
-from tests import fixtures
+from selfcheck import known_run
 from selfcheck import validation
 
 BENCH, SYSTEM = "lenet5-cifar10", "pytorch-sync"
@@ -16,18 +16,18 @@ def full_run(tmp_path):
     epochs = [0] * 386 + [e for e in range(1, 10) for _ in range(396)]
     mean = sum(samples) / len(samples)
     phases = {p: mean / 4 for p in tidy.PHASES}
-    cell = fixtures.cell(BENCH, SYSTEM, 5 + mean * 3960, startup=5.0, phases=phases,
+    cell = known_run.cell(BENCH, SYSTEM, 5 + mean * 3960, startup=5.0, phases=phases,
                           samples=samples, sample_epochs=epochs)
-    return fixtures.write_run(tmp_path, [cell], run_id="full")
+    return known_run.write_run(tmp_path, [cell], run_id="full")
 
 
 def verdict_run(tmp_path):
     """The verdict profile's shape before issue 36 (one run of up to 4 x 40 steps, 5 of them
     warm-up): 35 first-epoch samples, 120 later ones."""
-    cell = fixtures.cell(BENCH, SYSTEM, 9.0, startup=5.0, steps=40, epochs=4,
+    cell = known_run.cell(BENCH, SYSTEM, 9.0, startup=5.0, steps=40, epochs=4,
                           samples=[0.02] * 35 + [0.01] * 120,
                           sample_epochs=[0] * 35 + [1] * 40 + [2] * 40 + [3] * 40)
-    return fixtures.write_run(tmp_path, [cell], run_id="before")
+    return known_run.write_run(tmp_path, [cell], run_id="before")
 
 
 def records(run):
@@ -70,8 +70,8 @@ def test_the_goal_needs_every_verdict_run_within_five_percent(errors, spread, ex
 
 def test_a_failed_verdict_run_leaves_its_columns_empty(tmp_path):
     full = full_run(tmp_path)
-    failed = fixtures.write_run(tmp_path, [fixtures.cell(BENCH, SYSTEM, 9.0, status="failed")],
-                                run_id="before")
+    failed = known_run.write_run(tmp_path, [known_run.cell(BENCH, SYSTEM, 9.0, status="failed")],
+                                 run_id="before")
     row = validation.compare(SYSTEM, {"full": str(full), "before": str(failed)})
     assert "before" not in row and "in_run" not in row
     assert validation.goal(row).startswith("not met")
