@@ -21,7 +21,7 @@ from contract.errors import UserError
 from harness.paths import REPO
 from tests.conftest import INVOKE, LEASE, SHORT_LEASE, invoke, provision_bench_collect
 
-pytestmark = [pytest.mark.cluster,
+pytestmark = [pytest.mark.cluster, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
 
 

@@ -20,6 +20,7 @@ from tests.conftest import invoke
 INSTALLED = all(Path(p).exists() for p in slurm.DAEMONS.values())
 pytestmark = [
     pytest.mark.cluster,
+    pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root"),
     pytest.mark.skipif(not INSTALLED and not os.environ.get("DLBENCH_CI"),
                        reason="Slurm is not installed (apt-get install slurm-wlm munge)"),

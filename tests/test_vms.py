@@ -48,7 +48,7 @@ MISSING = [tool for tool in NEEDED if not shutil.which(tool)]
 if MISSING and os.environ.get("DLBENCH_CI"):
     raise RuntimeError("%s not installed (.ci/run installs them)" % ", ".join(MISSING))
 
-pytestmark = [pytest.mark.cluster,
+pytestmark = [pytest.mark.cluster, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="libvirt's VMs need root here"),
               pytest.mark.skipif(bool(MISSING), reason="not installed: %s" % ", ".join(MISSING))]
 
