@@ -1,4 +1,4 @@
-"""Hand-made results folders with known numbers: fixtures for the analysis tests and for the
+"""Hand-made results folders with known numbers: for the tests and for the
 analysis benchmark (`invoke analysis-bench`). Not measurements: nothing here runs a framework."""
 import json
 from pathlib import Path
