@@ -12,6 +12,7 @@ from bench.common import cellconfig
 from harness.nodes import inventory, access as nodes, stacks
 from harness.run import launch
 from harness.plan import matrix
+from harness.paths import REPO
 from contract.errors import UserError
 
 SHARDS = {"id": "cifar10-synthetic-seed0", "classes": 10, "label_bytes": 1}
@@ -296,7 +297,6 @@ def test_the_verdict_profile_runs_three_repeats_in_one_seeded_random_order():
 def test_the_profiles_steps_in_the_docs_are_the_profiles_own():
     """The README and docs/reproducing.md state the verdict profile's shape by hand: a change
     of its steps or repeats that leaves them behind fails here."""
-    from harness.paths import REPO
     assert matrix.shape("verdict") == "3 independent repeats of 2 x 16 steps each"
     assert (matrix.shape("smoke"), matrix.shape("paper")) == ("12 steps", "10 x 396 steps")
     for doc in ("README.md", "docs/reproducing.md"):

@@ -3,8 +3,7 @@ the in-run projection from a full run's first steps, the full run's spread, the 
 import pytest
 
 from analysis import tidy
-from selfcheck import known_run
-from selfcheck import validation
+from selfcheck import known_run, validation
 
 BENCH, SYSTEM = "lenet5-cifar10", "pytorch-sync"
 
