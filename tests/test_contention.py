@@ -262,7 +262,7 @@ class FakeHost:
         self.workdir = "/w/" + name
 
 
-def test_a_recent_probe_of_the_same_nodes_is_taken_again(monkeypatch, tmp_path):
+def test_a_recent_probe_of_the_same_nodes_is_reused(monkeypatch, tmp_path):
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
     runs = []
     monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or probe(
@@ -281,7 +281,7 @@ def test_a_recent_probe_of_the_same_nodes_is_taken_again(monkeypatch, tmp_path):
     assert len(runs) == 3
 
 
-def test_a_probe_from_an_older_rule_is_not_taken_again(monkeypatch, tmp_path):
+def test_a_probe_from_an_older_rule_is_not_reused(monkeypatch, tmp_path):
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
     runs = []
     monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or probe(
@@ -298,7 +298,7 @@ def test_a_probe_from_an_older_rule_is_not_taken_again(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("found", [lambda: probe(300.0), noisy_probe],
                          ids=["shared", "not ruled out"])
-def test_a_probe_that_found_sharing_or_could_not_tell_is_never_taken_again(
+def test_a_probe_that_found_sharing_or_could_not_tell_is_never_reused(
         monkeypatch, tmp_path, found):
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
     runs = []
