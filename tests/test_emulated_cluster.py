@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.nodes import inventory, access as nodes
 from harness.plan import matrix
@@ -19,7 +20,7 @@ from harness.clusters import emulated as cluster
 from selfcheck import faults
 from contract.errors import UserError
 from harness.paths import REPO
-from tests.conftest import INVOKE, LEASE, SHORT_LEASE, invoke, provision_bench_collect
+from tests.conftest import INVOKE, LEASE, SHORT_LEASE, invoke
 
 pytestmark = [pytest.mark.cluster, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
@@ -36,9 +37,9 @@ def netns(provisioned):
         invoke("cluster.down")
 
 
-def records_of(results):
+def records_of(results, inventory_file="netns"):
     (run,) = [p for p in results.iterdir() if p.is_dir()]
-    invoke("collect", "--inventory", "netns", "--results", str(results))
+    invoke("collect", "--inventory", str(inventory_file), "--results", str(results))
     return run, [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
 
 
@@ -290,88 +291,84 @@ def test_the_mesh_check_names_a_blocked_port_and_a_wrong_interface_in_seconds(ne
         print("\nmesh check: a blocked port named %.1f s after `invoke bench` began" % took)
 
 
-def test_nodes_behind_a_bastion_with_hostile_workdirs_are_provisioned_run_and_collected(
+def test_nodes_behind_a_bastion_with_hostile_workdirs_build_their_envs_from_a_wheelhouse(
         netns, tmp_path, capsys):
     """node1 as the bastion: the controller's own packets to node2 and node3 are refused
     (iptables OUTPUT here), so every SSH session to them goes through node1, Ansible's by
-    ProxyCommand and the harness's by Fabric's gateway; and every node's workdir has a space,
-    quotes, $, ; and é in it. Provision, an mxnet-sync cell (a scheduler, three servers,
-    three workers) and collect work, and the liveness watch asks through the bastion too
-    (issue 38). One run for both: each is a property of the same path (what is sent over
-    SSH, and how), and a separate run of each cost a provisioning and a cell more."""
-    import shutil
-    import yaml
-    bastion, *behind = netns["hosts"]
-    rules = [["OUTPUT", "-d", h["address"], "-p", "tcp", "-m", "comment", "--comment",
-              cluster.FIREWALL_TAG, "-j", "REJECT"] for h in behind]  # tagged: see the tag
-    hostile = "/tmp/dlbench netns 'quote' \"dq\" $;x é"
-    data = yaml.safe_load(Path(netns["inventory"]).read_text())
-    data["all"]["vars"]["jump_host"] = "root@%s" % bastion["address"]
-    for name, host in data["all"]["children"]["nodes"]["hosts"].items():
-        host["workdir"] = "%s/%s" % (hostile, name)
-    inventory_file = tmp_path / "behind-a-bastion.yml"
-    inventory_file.write_text(yaml.safe_dump(data, allow_unicode=True))
-    for rule in rules:
-        subprocess.run(["iptables", "-I"] + rule, check=True)
-    try:
-        with pytest.raises(OSError):  # the controller cannot reach them itself
-            socket.create_connection((behind[0]["address"], 22), 2).close()
-        began = time.monotonic()
-        run = provision_bench_collect(inventory_file, "mxnet-sync", tmp_path / "results")
-        took = time.monotonic() - began
-    finally:
-        for rule in rules:
-            subprocess.run(["iptables", "-D"] + rule, check=True)
-        shutil.rmtree(hostile, ignore_errors=True)
-    statuses = [json.loads(p.read_text()) for p in run.glob("*/status.json")]
-    assert [s["status"] for s in statuses] == ["succeeded"]
-    assert {r["node"] for r in records_of_run(run)} >= {h["name"] for h in behind}
-    fetched = sorted(p.parent.name for p in run.glob("*/*/*/result.json"))
-    assert fetched == ["scheduler-0"] + ["server-%d" % i for i in range(3)] + \
-        ["worker-%d" % i for i in range(3)]
-    with capsys.disabled():
-        print("\nbehind a bastion, hostile workdirs: provision, an mxnet-sync cell and "
-              "collect in %.0f s" % took)
-
-
-def test_nodes_without_an_index_build_their_envs_from_the_wheelhouse_alone(netns, tmp_path):
-    """A fresh env root on the namespace hosts, which reach no registry: provision downloads
-    MXNet's wheels here, pushes them, and the nodes' pip reads them alone (no index, no pip
-    configuration of the node's): with one wheel taken out the build stops naming it; with
-    the wheelhouse whole an mxnet-sync cell runs in the env it built (issue 38). MXNet's
-    wheels are 65 MB, PyTorch's 210 MB: what is proved is the same."""
+    ProxyCommand and the harness's by Fabric's gateway; every node's workdir has a space,
+    quotes, $, ; and é in it; and the env root, fresh, has a space. The namespace hosts reach
+    no registry: provision downloads MXNet's wheels here, pushes them, and the nodes' pip
+    reads them alone (no index, no pip configuration of the node's). With one wheel taken out
+    the build stops naming it; with the wheelhouse whole, an mxnet-sync cell (a scheduler,
+    three servers, three workers) runs in the env it built, the liveness watch asking through
+    the bastion too, and collect fetches it (issue 38). One run for the three: each is a
+    property of the same path (what is sent over SSH, and how), and a run of each cost a
+    provisioning and a cell more (issue 39). MXNet's wheels are 65 MB, PyTorch's 210 MB:
+    what is proved is the same."""
     import shutil
     from harness.nodes import stacks, wheelhouse
-    node1 = netns["hosts"][0]
-    reach = subprocess.run(["ip", "netns", "exec", node1["namespace"], "python3", "-c",
+    bastion, *behind = netns["hosts"]
+    reach = subprocess.run(["ip", "netns", "exec", bastion["namespace"], "python3", "-c",
                             "import socket; socket.create_connection(('pypi.org', 443), 3)"],
                            capture_output=True)
     assert reach.returncode != 0  # no registry from the nodes
-    envs, wheels = tmp_path / "envs", tmp_path / "wheelhouse"
-    inventory_file = tmp_path / "offline.yml"
-    inventory_file.write_text(Path(netns["inventory"]).read_text().replace(
-        "env_root: ~/.cache/dlbench/envs", "env_root: %s" % envs))
+    rules = [["OUTPUT", "-d", h["address"], "-p", "tcp", "-m", "comment", "--comment",
+              cluster.FIREWALL_TAG, "-j", "REJECT"] for h in behind]  # tagged: see the tag
+    hostile = "/tmp/dlbench netns 'quote' \"dq\" $;x é"
+    envs, wheels = tmp_path / "offline envs", tmp_path / "wheelhouse"
+    inventory_file = tmp_path / "behind-a-bastion-offline.yml"
+    inventory_file.write_text(yaml.safe_dump(
+        behind_a_bastion(netns, hostile, envs), allow_unicode=True))
     provision = ["provision", "--inventory", str(inventory_file), "--frameworks", "mxnet",
                  "--wheelhouse", str(wheels)]
     wheelhouse.fill(stacks.load("current"), ["mxnet"], wheels)
     (folder,) = wheels.iterdir()
     (numpy,) = folder.glob("numpy-*.whl")
-    shutil.move(str(numpy), str(tmp_path))
-    out = invoke(*provision, check=False)
-    said = out.stdout + out.stderr
-    assert out.returncode == 2 and "No matching distribution found for numpy" in said, said[-3000:]
-    shutil.move(str(tmp_path / numpy.name), str(folder))
-    invoke(*provision)
-    results = tmp_path / "results"
-    out = invoke("bench", "--inventory", str(inventory_file), "--systems", "mxnet-sync",
-                 "--results", str(results)).stdout
-    assert "1 succeeded, 0 failed" in out, out
+    for rule in rules:
+        subprocess.run(["iptables", "-I"] + rule, check=True)
+    try:
+        with pytest.raises(OSError):  # the controller cannot reach them itself
+            socket.create_connection((behind[0]["address"], 22), 2).close()
+        shutil.move(str(numpy), str(tmp_path))
+        out = invoke(*provision, check=False)
+        said = out.stdout + out.stderr
+        assert out.returncode == 2 and "No matching distribution found for numpy" in said, \
+            said[-3000:]
+        shutil.move(str(tmp_path / numpy.name), str(folder))
+        began = time.monotonic()
+        invoke(*provision)
+        out = invoke("bench", "--inventory", str(inventory_file), "--systems", "mxnet-sync",
+                     "--results", str(tmp_path / "results")).stdout
+        assert "1 succeeded, 0 failed" in out, out
+        run, records = records_of(tmp_path / "results", inventory_file)
+        took = time.monotonic() - began
+    finally:
+        for rule in rules:
+            subprocess.run(["iptables", "-D"] + rule, check=True)
+        shutil.rmtree(hostile, ignore_errors=True)
     (built,) = envs.glob("current-mxnet-*")
     assert built.name == folder.name and (built / ".dlbench-complete").is_file()
+    statuses = [json.loads(p.read_text()) for p in run.glob("*/status.json")]
+    assert [s["status"] for s in statuses] == ["succeeded"]
+    assert {r["node"] for r in records} >= {h["name"] for h in behind}
+    fetched = sorted(p.parent.name for p in run.glob("*/*/*/result.json"))
+    assert fetched == ["scheduler-0"] + ["server-%d" % i for i in range(3)] + \
+        ["worker-%d" % i for i in range(3)]
+    with capsys.disabled():
+        print("\nbehind a bastion, hostile workdirs, envs from a wheelhouse: provision, an "
+              "mxnet-sync cell and collect in %.0f s" % took)
 
 
-def records_of_run(run):
-    return [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
+def behind_a_bastion(netns, workdirs, env_root):
+    """The cluster's inventory with node1 as every session's jump host, each node's workdir
+    under `workdirs` and the env root `env_root`."""
+    data = yaml.safe_load(Path(netns["inventory"]).read_text())
+    data["all"]["vars"]["jump_host"] = "root@%s" % netns["hosts"][0]["address"]
+    data["all"]["vars"]["env_root"] = str(env_root)
+    for name, host in data["all"]["children"]["nodes"]["hosts"].items():
+        host["workdir"] = "%s/%s" % (workdirs, name)
+        host.pop("env_root", None)
+    return data
 
 
 def test_down_removes_what_up_made(netns):
