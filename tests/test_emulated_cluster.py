@@ -367,7 +367,6 @@ def behind_a_bastion(netns, workdirs, env_root):
     data["all"]["vars"]["env_root"] = str(env_root)
     for name, host in data["all"]["children"]["nodes"]["hosts"].items():
         host["workdir"] = "%s/%s" % (workdirs, name)
-        host.pop("env_root", None)
     return data
 
 
