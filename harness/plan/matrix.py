@@ -152,7 +152,7 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
     """Cells of a profile, filtered and overridden by the user's options, in run order.
     environment: framework -> "NAME=value;..." (a factor's level, invoke explain); repeats:
     the profile's (the verdict profile's 3, else 1) unless given; order_seed: with repeats,
-    the cells of all repeats run in one random order drawn from it."""
+    each repeat is a block of every cell, in a random order drawn from it (seed + repeat)."""
     if profile not in PROFILES:
         raise UserError("unknown profile %r" % profile, "use one of: %s" % ", ".join(PROFILES))
     spec = PROFILES[profile]
@@ -182,13 +182,16 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
             cells.append(base)
     repeats = repeats or spec.get("repeats", 1)
     # networks outermost: the links are reshaped once per setting, not once per cell; within
-    # a setting, the cells of all repeats in one seeded random order, so that neither the
-    # machine's slow drift nor what ran just before biases one system-mode (without a seed:
-    # interleaved, the whole matrix, then again)
+    # a setting, randomized complete blocks (issue 54): repeat r of every cell runs before
+    # repeat r + 1 of any, each block in its own seeded random order. Within a block neither
+    # the machine's slow drift nor what ran just before biases one system-mode; drift between
+    # blocks is a block effect that cancels in a ratio of two cells (analysis/stats.py,
+    # paired). Without a seed: the whole matrix in order, then again.
     return [cell for n in networks or [""] for k in node_counts or [nodes]
-            for cell in in_order([replace(c, repeat=r, link=n, nodes=k)
-                                  for r in range(repeats) for c in cells],
-                                 order_seed if repeats > 1 else None)]
+            for r in range(repeats)
+            for cell in in_order([replace(c, repeat=r, link=n, nodes=k) for c in cells],
+                                 None if repeats == 1 or order_seed is None
+                                 else order_seed + r)]
 
 
 def order_seed(run_id):

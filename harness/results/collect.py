@@ -210,14 +210,16 @@ def build_records(path):
     run = RunFolder(path)
     manifest = run.manifest()
     records = []
-    for cell in manifest.get("cells", []):
+    for position, cell in enumerate(manifest.get("cells", [])):
         status = run.status(cell["id"])
         base = _base(manifest, cell)
+        # order: the cell's place in the planned run, from which the analysis sees whether
+        # the repeats ran as blocks (analysis/stats.py, paired)
         records.append(schema.record(
             dict(base, node=None, role=None, rank=None), "status",
             1.0 if status["status"] == "succeeded" else 0.0, status=status["status"],
             reason=status.get("reason", ""), warning=status.get("warning", ""),
-            disturbed=status.get("disturbed", "")))
+            disturbed=status.get("disturbed", ""), order=position))
         slurm_rows = sacct.kept(path / cell["id"])
         for result_file in nodefolder.fetched_results(path / cell["id"]):
             records.extend(_process_records(base, result_file, slurm_rows))
