@@ -1,10 +1,13 @@
 """The paper's claims (analysis/reference/paper.yml) beside the measured values, each with a
-95% interval and a verdict:
+95% confidence interval of the quantity the claim states (a setting's expected paper-length
+time, or the ratio of two: analysis/stats.py expected_time) and a verdict, the test of that
+interval against the band, the paper's value x/ (1 + tolerance), symmetric in log space
+("2.65x slower" and "0.38x as fast" judged alike):
 
-  reproduced      the interval lies inside the paper's value x/ (1 + tolerance), a band
-                  symmetric in log space: "2.65x slower" and "0.38x as fast" judged alike
-  not reproduced  the interval lies entirely outside it
-  inconclusive    the interval straddles a boundary (or the values are below the floor)
+  reproduced      the whole interval lies inside the band
+  not reproduced  the whole interval lies outside it
+  inconclusive    the interval straddles an edge of the band (or the values are below the
+                  floor); the basis says about how many repeats would likely decide it
   partial (k of n)  a claim averaged over n benchmarks was measured on only k of them
   not comparable  the setup cannot support the claim (nodes sharing cores); value still shown
   not measured    no measurement
@@ -144,7 +147,8 @@ def estimates(groups, column, boot_column, per_step=None):
         boot = r.get(boot_column)
         out[(r["benchmark"], r["system"])] = {
             "value": value, "boot": boot if boot is not None else stats.constant(value),
-            "per_step": value / per_step if per_step else value}
+            "per_step": value / per_step if per_step else value,
+            "k": r.get("succeeded", 1), "df": r.get("interval_df") or 0}
     return out
 
 
@@ -180,10 +184,27 @@ def ratio_claim(claim, values, benchmarks, context, kind):
         how, num, den, len(usable), len(benchmarks), arithmetic,
         ", ".join("%s %.2f" % (b, r[0]) for b, r in ratios.items()),
         "; below the floor: " + ", ".join(below) if below else "")
+    verdict = band_verdict(low, high, claim["value"], tol)
+    if verdict == "inconclusive":
+        basis += "; " + to_decide(low, high, value, band(claim["value"], tol),
+                                  [values[(b, s)] for b in usable for s in (num, den)])
     found = dict(row, measured=value, low=low, high=high, basis=basis, boot=boot,
                  direction=direction_verdict(low, high, claim["value"]))
-    return _judge(found, band_verdict(low, high, claim["value"], tol),
-                  len(usable), len(benchmarks))
+    return _judge(found, verdict, len(usable), len(benchmarks))
+
+
+def to_decide(low, high, value, edges, estimates):
+    """What would likely decide an inconclusive interval: about how many repeats of each cell,
+    the spread staying as measured (stats.repeats_to_decide)."""
+    k = min(int(e.get("k") or 1) for e in estimates)
+    df = min(int(e.get("df") or 0) for e in estimates)
+    if not df:
+        return "run-to-run variation not measured: --repeats 3 or more would measure it"
+    more = stats.repeats_to_decide(low, high, value, edges, k, df)
+    if more is None:
+        return ("no number of repeats would likely decide it (the value lies %s the band's "
+                "edge)" % ("on" if value in edges else "too near"))
+    return "about %d repeats of each cell (now %d) would likely decide it" % (more, k)
 
 
 def geometric_mean(values, axis=None):

@@ -117,8 +117,8 @@ def overhead(records):
 def evaluate_claims(table, reference=None, testbed=None):
     """The paper's operator claims (reference `operators:`): ratio of one category's time per
     step between two system-modes, with a verdict (analysis/claims.py's rules). A profile
-    holds totals, not per-step samples: the interval comes from repeats (bootstrap over
-    them); with one repeat there is none, and the basis says so."""
+    holds totals, not per-step samples: the interval comes from repeats (a t interval of
+    their mean); with one repeat there is none, and the basis says so."""
     from . import claims
     reference = reference or claims.load_reference()
     context = claims.context_of(reference, testbed)
@@ -140,6 +140,7 @@ def _estimate(row):
     repeats = row.get("per_repeat")
     repeats = list(repeats) if isinstance(repeats, (list, tuple)) else [row["seconds"]]
     rng = stats.rng_for("%s/%s/%s" % (row["benchmark"], row["system"], row["category"]))
-    boot = stats.over_repeats([stats.constant(v) for v in repeats], rng)
+    # the interval of the repeats' mean: what the claim is about (issue 54)
+    boot = stats.over_repeats([stats.constant(v) for v in repeats], rng, one_more=False)
     return {"value": row["seconds"], "boot": boot, "per_step": row["seconds"],
-            "repeats": repeats}
+            "repeats": repeats, "k": len(repeats), "df": len(repeats) - 1}

@@ -11,7 +11,7 @@ import registry
 from contract import runfolder
 
 from . import (claims, consistency, explain, figures, memory, network, operators, render,
-               setup_text, testbed, tidy)
+               setup_text, stats, testbed, tidy, variation)
 
 PHASE_COLUMNS = ["step"] + tidy.PHASES
 PAPER, STEADY = "{:,}".format(tidy.PAPER_STEPS), "{:,}".format(tidy.PAPER_STEPS - 1)
@@ -26,7 +26,8 @@ def build(run_path, quiet=False, out=None):
     manifest = json.loads((run_path / runfolder.MANIFEST).read_text())
     records = tidy.load_records(run_path / runfolder.RECORDS)
     cells = tidy.cell_table(records)
-    groups = tidy.group_table(cells)
+    groups = tidy.group_table(cells, variation.newest(run_path, manifest.get("profile"),
+                                                      variation.cpus_of(manifest)))
     records.to_csv(out / "records.csv", index=False)
     cells.to_csv(out / "cells.csv", index=False)
     groups.to_csv(out / "groups.csv", index=False)
@@ -208,6 +209,13 @@ def evidence_notes(rows, groups, profile):
                      "(`--repeats 3`, the verdict profile's default, measures it)." % (
                          "One repeat per cell" if int(usable.max()) == 1 else
                          "Some cells have one usable repeat"))
+    borrowed = sorted({x[len("variation from "):] for x in groups.get("interval", [])
+                       if str(x).startswith("variation from ")})
+    if borrowed:
+        notes.append("**Cells of one repeat: run-to-run variation measured elsewhere.** "
+                     "Their intervals widen the run's value by the variation between runs "
+                     "of one cell that %s measured on this CPU (docs/methodology.md, "
+                     "\"Intervals and verdicts\")." % "; ".join(borrowed))
     count = sum(1 for r in rows if judged(r) and _interval(r) != "-")  # order claims: none
     if count:
         notes.append("%d claims are judged, each at 95%%: even if the intervals were exact, "
@@ -217,9 +225,13 @@ def evidence_notes(rows, groups, profile):
 
 
 def indicative(groups):
-    """", indicative" where a cell has one usable repeat (run-to-run variation unmeasured):
+    """", indicative" where a cell has one usable repeat and its interval knows the steps of
+    that run only (run-to-run variation measured neither in the run nor by a calibration):
     every verdict then says so, the operator claims' too."""
     usable = _usable_repeats(groups)
+    if "interval" in groups and len(usable):
+        return ", indicative" if (groups.interval[groups.succeeded > 0]
+                                  == "steps of one run").any() else ""
     return ", indicative" if len(usable) and int(usable.min()) == 1 else ""
 
 
@@ -248,15 +260,21 @@ def claims_section(groups, bed, moved=None, profile=None, forest=None):
             ("p", "Paper values from `analysis/reference/paper.yml`. Every time is the "
                   "paper-scale execution time: start-up + the steady step x the paper's "
                   "remaining steps (Table IV: %s per worker), measured where a run made "
-                  "them. Intervals: 95%%; with repeats, what one more run would show (a Student t "
-                  "prediction over the repeats, on the log scale); with one, a block bootstrap "
-                  "over the run's steps only. Tolerance band (the package's assumption: the paper "
+                  "them. Intervals: 95%% confidence intervals of the expected time (and of the "
+                  "ratio of two expected times): with repeats, from the run-to-run variation "
+                  "of log time pooled over a benchmark's system-modes, paired where the "
+                  "repeats ran as blocks; with one repeat, that variation as the newest "
+                  "calibration on this CPU measured it, where there is one, else a block "
+                  "bootstrap over the run's steps only. What one more run would show is wider: "
+                  "the execution table shows it beside. Tolerance band (the package's assumption: the paper "
                   "states no uncertainty): the paper's value divided or multiplied by "
                   "1 + tolerance, symmetric in log space, so that a ratio and its inverse are "
                   "judged alike. A claim averaged over benchmarks: the geometric mean of their "
                   "ratios (the paper does not say how it averaged; the arithmetic mean is in "
-                  "the basis). Verdicts: reproduced (interval inside the band), "
-                  "not reproduced (entirely outside), inconclusive (straddles), partial (k of "
+                  "the basis). Verdicts, the test of the interval against the band: "
+                  "reproduced (the whole interval inside the band), not reproduced (wholly "
+                  "outside it), inconclusive (it straddles an edge; the basis says about how "
+                  "many repeats of each cell would likely decide it), partial (k of "
                   "n benchmarks), not comparable (the setup cannot support it; the value is "
                   "still shown), not measured. Direction: whether the interval lies on the "
                   "paper's side of 1 (holds), on the other (contradicted), or holds 1 "
@@ -292,6 +310,15 @@ def interval_flag(g):
     if half <= WIDE_INTERVAL:
         return ""
     return "interval +-%.0f%%: too few steps to say anything" % (100 * half)
+
+
+def prediction_text(g):
+    """The prediction of one more run, where the repeats give one ("-" with one repeat: one
+    run's steps say nothing of the next run)."""
+    if getattr(g, "succeeded", 0) < 2 or getattr(g, "execution_pred", None) is None:
+        return "-"
+    low, high = stats.interval(g.execution_pred)
+    return render.range_text(low, high, "%.1f")
 
 
 def coordinator_note(groups, manifest):
@@ -351,6 +378,7 @@ def execution_section(fig3, groups, manifest=None):
                      render.number(getattr(g, "median_step", math.nan), "%.4f"),
                      render.number(g.execution_seconds, "%.1f"),
                      "-" if g.ci_low != g.ci_low else "%.1f - %.1f" % (g.ci_low, g.ci_high),
+                     getattr(g, "interval", "") or "-", prediction_text(g),
                      ("projected" if g.projected else "measured")
                      + (", stopped at %s" % g.stop if g.stop else ""),
                      render.number(g.cv, "%.1f%%", 100),
@@ -371,7 +399,11 @@ def execution_section(fig3, groups, manifest=None):
                   "later epochs' weighted); and the paper-scale execution time = start-up + "
                   "steady step x " + STEADY + " (the paper's " + PAPER + " steps less the "
                   "first, which is in start-up), with "
-                  "its 95% interval; CV over repeats; per-step phase means in seconds. Fig. 3 "
+                  "the 95% confidence interval of its expected time (what the claims are "
+                  "about; its model: one-way or paired over the benchmark's cells, the spread "
+                  "s of log time and its degrees of freedom) and, wider, the 95% prediction of "
+                  "what one more run would show (`invoke calibration` checks both); CV over "
+                  "repeats; per-step phase means in seconds. Fig. 3 "
                   "draws the paper-scale time, start-up as a tick at its own height. Before the mean, each "
                   "process's measured steps lose a warm-up found in the data (MSER-5) and "
                   "the outliers (a step over 5x the median); the flag counts them, and the "
@@ -387,7 +419,8 @@ def execution_section(fig3, groups, manifest=None):
                        "start-up s", "after start-up s", "loop wall s/step", "steady s/step",
                        "median s/step",
                        "paper-scale s",
-                       "95% interval", "how", "CV", "flag",
+                       "95% CI of the expected time", "its model",
+                       "95% prediction of one more run", "how", "CV", "flag",
                        "interference: others' CPU (+steal), run-queue wait"]
              + PHASE_COLUMNS + ["peak RSS MB"], rows)] + coordinator_note(groups, manifest) + [
             ("h2", "Breakdown of execution time (cf. paper Figs. 4, 6, 8, 9)"),

@@ -45,9 +45,11 @@ def cell_table(records, paper_steps=PAPER_STEPS):
             status = status.assign(**{optional: None})
     if "local_batch" not in status:
         status = status.assign(local_batch=PAPER["local_batch"])
+    if "order" not in status:  # runs before issue 54: their order is not known
+        status = status.assign(order=math.nan)
     table = status[["benchmark", "system", "repeat", "status", "reason", "warning", "disturbed",
                     "epochs", "steps_per_epoch", "nodes", "link", "link_mbit",
-                    "local_batch"]].copy()
+                    "local_batch", "order"]].copy()
     table["link"] = table.link.fillna("")
     table["warning"] = table.warning.fillna("")
     table["disturbed"] = table.disturbed.fillna("")
@@ -249,10 +251,13 @@ def _by_cell(records, metric, how):
     return records[records.metric == metric].groupby("cell_id").value.agg(how)
 
 
-def group_table(cells):
+def group_table(cells, variation=None):
     """Per (benchmark, system, link, nodes): repeats run and succeeded; the mean paper-scale
-    execution time with its 95% bootstrap interval (over each cell's steps and over repeats)
-    and the coefficient of variation over repeats (flagged when CV > 5%); phase means."""
+    execution time with the 95% confidence interval of its expectation (pooled over the
+    benchmark's settings: expected()), the prediction of one more run beside it
+    (execution_pred), and the coefficient of variation over repeats (flagged when CV > 5%);
+    phase means. variation: {benchmark: {s, df, source}}, run-to-run variation measured
+    elsewhere (analysis/variation.py) for settings of one repeat in a pool without any."""
     rows = []
     for (benchmark, system, link, nodes), group in cells.groupby(
             ["benchmark", "system", "link", "nodes"], sort=False):
@@ -269,13 +274,15 @@ def group_table(cells):
                "projected": bool(ok.projected.all()) if len(ok) else True}
         row.update(_spread(ok.execution_seconds))
         rng = stats.rng_for("%s/%s/%s/%s" % (benchmark, system, link, nodes))
-        for name in ("execution", "communication"):
+        for name, one_more in (("execution", True), ("communication", False)):
             kept = [(b, v) for b, v in zip(ok[name + "_boot"], ok[TOTAL_OF[name]])
                     if b is not None]
             row[name + "_boot"] = stats.over_repeats(
-                [b for b, _ in kept], rng, [v for _, v in kept]) if kept else None
-        row["ci_low"], row["ci_high"] = stats.interval(row["execution_boot"]) \
-            if row["execution_boot"] is not None else (math.nan, math.nan)
+                [b for b, _ in kept], rng, [v for _, v in kept], one_more) if kept else None
+        row["execution_pred"] = row["execution_boot"]  # replaced by expected() where it can
+        row["interval"] = "steps of one run" if row["execution_boot"] is not None else ""
+        row["repeat_values"] = list(ok.execution_seconds)
+        row["interval_df"] = 0
         for column in ["step"] + PHASES + ["startup"] + [p + "_total" for p in TOTALS] + [
                 "loop_seconds", "measured_seconds", "wall_step", "peak_rss_mb",
                 "worker_peak_rss_mb", "parameters"]:
@@ -286,7 +293,61 @@ def group_table(cells):
         row["truncated"], row["outliers"] = int(ok.truncated.sum()), int(ok.outliers.sum())
         row["stop"] = "; ".join(x for x in ok.stop if x) if "stop" in ok else ""
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if len(table):
+        expected(table, cells, variation or {})
+    return table
+
+
+def expected(groups, cells, variation):
+    """Each group's execution_boot becomes the confidence interval of its expected time, its
+    run-to-run variation pooled over the groups of one benchmark, link and node count
+    (stats.expected_time, one-way); where the pool has
+    no degree of freedom (one repeat each), from `variation` if it names the benchmark, else
+    the steps of one run stay (the report says run-to-run variation was not measured)."""
+    for key, pool in groups.groupby(["benchmark", "link", "nodes"], sort=False):
+        usable = pool[pool.repeat_values.map(len) > 0]
+        values = dict(zip(usable.system, usable.repeat_values))
+        # one-way: pairing by block was measured not to help (docs/methodology.md)
+        found, model = stats.expected_time(values, "/".join(map(str, key)),
+                                           within=_within(cells, key))
+        for index, row in usable.iterrows():
+            if found is not None:
+                groups.at[index, "execution_boot"] = found[row.system]
+                groups.at[index, "interval"] = "%s, s %.1f%%%s, %d df" % (
+                    model["model"], 100 * model["s"],
+                    " (one run's steps)" if model.get("floor") else "", model["df"])
+                groups.at[index, "interval_df"] = model["df"]
+            elif key[0] in variation and len(row.repeat_values) == 1:
+                known = variation[key[0]]
+                groups.at[index, "execution_boot"] = stats.single_run(
+                    row.repeat_values[0], "%s/%s" % ("/".join(map(str, key)), row.system),
+                    known["s"], known["df"])
+                groups.at[index, "interval"] = "variation from %s" % known["source"]
+                groups.at[index, "interval_df"] = known["df"]
+    bounds = [stats.interval(b) if b is not None else (math.nan, math.nan)
+              for b in groups.execution_boot]
+    groups["ci_low"], groups["ci_high"] = [b[0] for b in bounds], [b[1] for b in bounds]
+
+
+def _within(cells, key):
+    """The median over a pool's usable cells of the log sd of each one's step-bootstrap
+    replicates: the spread one run's own steps leave."""
+    ok = cells[(cells.benchmark == key[0]) & (cells.link == key[1]) & (cells.nodes == key[2])
+               & (cells.status == "succeeded") & (cells.disturbed == "")]
+    spreads = [float(np.std(np.log(b))) for b in ok.execution_boot
+               if b is not None and np.all(np.asarray(b) > 0)]
+    return float(np.median(spreads)) if spreads else 0.0
+
+
+def ran_in_blocks(cells):
+    """Whether every repeat's cells ran before any of the next repeat's (the status records'
+    `order`, the cell's place in the planned run): randomized complete blocks, which `invoke
+    calibration` needs to ask whether pairing by block would help."""
+    if "order" not in cells or cells.order.isna().any() or cells.repeat.nunique() < 2:
+        return False
+    spans = cells.groupby("repeat").order.agg(["min", "max"]).sort_index()
+    return bool((spans["max"].values[:-1] < spans["min"].values[1:]).all())
 
 
 def _group_status(group):

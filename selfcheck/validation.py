@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import tidy
+from analysis import stats, tidy
 from harness.results import collect
 from harness import commands
 from harness.plan import matrix
@@ -68,8 +68,10 @@ def compare(system, paths):
     for name in ("before", "after"):
         short = groups.get(name)
         if short and short["succeeded"]:
-            row[name] = {"projected": short["execution_seconds"], "low": short["ci_low"],
-                         "high": short["ci_high"], "stop": short["stop"],
+            # one full run: what the prediction of one more run is about (issue 54)
+            low, high = stats.interval(short["execution_pred"])
+            row[name] = {"projected": short["execution_seconds"], "low": low,
+                         "high": high, "stop": short["stop"],
                          "error": short["execution_seconds"] / measured - 1}
     if row.get("before"):
         row["in_run"] = in_run_projection(records["full"], records["before"]) / measured - 1

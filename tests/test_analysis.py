@@ -85,11 +85,22 @@ def test_repeats_give_mean_interval_and_cv_flag(tmp_path):
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     torch = groups.set_index("system").loc["pytorch-sync"]
     assert torch.execution_seconds == pytest.approx(11.0) and torch.repeats == 3
-    # what a fourth run would show: on the log scale, log 11 +- t(2, 97.5%) = 4.303 x the sd
-    # of the logs (0.0912) x sqrt(1 + 1/3); a bootstrap over the 3 repeats gave 10 - 12
+    # the expected time (issue 54): the variation of the logs pooled over the benchmark's two
+    # settings, s^2 = (0.01665 + 0.000400) / 4, 4 degrees of freedom: log 11 +- t(4, 97.5%) =
+    # 2.776 x s / sqrt(3) (the repeats' order is not known: one-way, not paired)
+    logs = [np.log([10.0, 11.0, 12.0]), np.log([20.0, 20.2, 20.4])]
+    s = math.sqrt(sum(np.sum((x - x.mean()) ** 2) for x in logs) / 4)
+    half = 2.776 * s / math.sqrt(3)
+    assert torch.interval == "one-way, s %.1f%%, 4 df" % (100 * s)
+    assert torch.ci_low == pytest.approx(11.0 * math.exp(-half), rel=0.01)
+    assert torch.ci_high == pytest.approx(11.0 * math.exp(half), rel=0.01)
+    # what a fourth run would show, beside it (calibration checks it): on the log scale, log
+    # 11 +- t(2, 97.5%) = 4.303 x the sd of the logs (0.0912) x sqrt(1 + 1/3); a bootstrap over
+    # the 3 repeats gave 10 - 12
     half = 4.303 * np.std(np.log([10.0, 11.0, 12.0]), ddof=1) * math.sqrt(4 / 3.0)
-    assert torch.ci_low == pytest.approx(11.0 * math.exp(-half), rel=0.06)
-    assert torch.ci_high == pytest.approx(11.0 * math.exp(half), rel=0.06)
+    low, high = stats.interval(torch.execution_pred)
+    assert low == pytest.approx(11.0 * math.exp(-half), rel=0.06)
+    assert high == pytest.approx(11.0 * math.exp(half), rel=0.06)
     assert torch.cv == pytest.approx(1 / 11.0) and torch.unstable
     mxnet = groups.set_index("system").loc["mxnet-sync"]
     assert mxnet.cv == pytest.approx(0.2 / 20.2) and not mxnet.unstable
@@ -806,16 +817,50 @@ def test_a_repeat_without_a_value_is_left_out_of_the_prediction():
     assert stats.interval(one) == (10.0, 10.0) or np.all(one == 10.0)
 
 
-def test_a_cell_with_one_usable_repeat_makes_the_verdicts_indicative(tmp_path):
-    """Three repeats planned, two of PyTorch's failed: its interval is one run's, and the
-    verdicts say so."""
-    cells = [known_run.cell(b, s, t, repeat=r) for r in range(3)
+def test_a_cell_with_one_usable_repeat_takes_the_variation_of_its_benchmark(tmp_path):
+    """Three repeats planned, two of PyTorch's failed: its one repeat's interval takes the
+    run-to-run variation its benchmark's other cells measured (issue 54: one s per pool, here
+    TensorFlow's 2 degrees of freedom), and no verdict is indicative."""
+    cells = [known_run.cell(b, s, t * (1 + 0.02 * r), repeat=r) for r in range(3)
              for b, s, t in (("lenet5-cifar10", "tensorflow-sync", 265.0),
                              ("lenet5-cifar10", "pytorch-sync", 100.0))]
     cells = [dict(c, status="failed") if c["system"] == "pytorch-sync" and c["repeat"] else c
              for c in cells]
-    text = report.build(known_run.write_run(tmp_path, cells), quiet=True)["report"].read_text()
-    assert "**Some cells have one usable repeat: run-to-run variation was not measured.**" in text
+    built = report.build(known_run.write_run(tmp_path, cells), quiet=True)
+    torch = built["groups"].set_index("system").loc["pytorch-sync"]
+    logs = np.log([265.0, 265.0 * 1.02, 265.0 * 1.04])
+    s = np.std(logs, ddof=1)
+    assert torch.interval.startswith("one-way") and torch.interval.endswith(", 2 df")
+    half = 4.303 * s  # t(2) x s / sqrt(1): its one repeat
+    assert torch.ci_low == pytest.approx(100.0 * math.exp(-half), rel=0.05)
+    assert torch.ci_high == pytest.approx(100.0 * math.exp(half), rel=0.05)
+    assert "run-to-run variation was not measured" not in built["report"].read_text()
+
+
+def test_one_repeat_everywhere_is_indicative_or_takes_a_calibrations_variation(tmp_path):
+    """One repeat of every cell: without a calibration the verdicts are indicative; with the
+    newest calibration beside the run, on the same CPU, for the run's profile, each interval
+    is the run's value x/ exp(t(df) x s), and the report names that calibration."""
+    cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
+        ("tensorflow-sync", 265.0), ("pytorch-sync", 100.0))]
+    run = known_run.write_run(tmp_path, cells)
+    text = report.build(run, quiet=True)["report"].read_text()
+    assert "**One repeat per cell: run-to-run variation was not measured.**" in text
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest.update(profile="paper", cpu={"node1": {"model": "Test CPU"}})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    for name, cpu in (("calibration-20261128-100000", ["Test CPU"]),
+                      ("calibration-20261128-110000", ["Another CPU"])):  # newer, not this CPU
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "calibration.json").write_text(json.dumps({
+            "cpu": cpu, "variation": {"paper": {"lenet5-cifar10": {"s": 0.05, "df": 10}}}}))
+    built = report.build(run, quiet=True)
+    text = built["report"].read_text()
+    assert "run-to-run variation was not measured" not in text
+    assert "calibration-20261128-100000 (paper profile, 10 df) measured on this CPU" in text
+    torch = built["groups"].set_index("system").loc["pytorch-sync"]
+    assert torch.ci_low == pytest.approx(100.0 * math.exp(-2.228 * 0.05), rel=0.02)
+    assert torch.ci_high == pytest.approx(100.0 * math.exp(2.228 * 0.05), rel=0.02)
 
 
 def test_a_cpu_other_than_the_papers_intel_is_a_deviation_named_beside_the_verdicts():
