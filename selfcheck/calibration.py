@@ -1,172 +1,366 @@
-"""`invoke calibration`: do the verdict profile's 95% intervals cover what the paper's
-full-length run measures? A benchmark that prints figures: nothing here asserts them.
+"""`invoke calibration`: do the verdict profile's 95% intervals hold what they are about? A
+benchmark that prints figures: nothing here asserts them (issue 54).
 
-Per cell (benchmark x system-mode), runs interleaved so that the machine's drift falls on
-both kinds: verdict, verdict, full, verdict, verdict (`--short` verdict runs, half before the
-full run and half after). Each verdict run has the profile's repeats (3). Coverage:
-- of a cell: how many of its verdict runs' intervals hold the full run's measured time;
-- of a ratio (two system-modes of one benchmark): how many of the verdict runs' ratio
-  intervals (the i-th verdict run of each) hold the ratio of the full runs;
-- before: the same, with the interval one repeat alone would have given (its steps' block
-  bootstrap: the method before issue 36), from the first repeat of each verdict run.
-Goal: at least 90% of a nominal 95%.
+Per benchmark, runs interleaved so that the machine's drift falls on both kinds: v1, f1, v2,
+f2, v3, f3, v4. A verdict run (`--short` of them) is one `bench --profile verdict` of every
+chosen system-mode, its 3 repeats in blocks; a full round (`--full` of them) one `bench
+--profile paper` of every system-mode, in a new random order each round. Three intervals of
+each verdict run, judged against what each is about:
+- the confidence interval of the expected time (the report's): against the mean of the full
+  rounds (cells), or the ratio of two system-modes' full means (ratios). The full mean is
+  itself an estimate (its own spread is the full rounds' s / sqrt(rounds)): a miss can be its;
+- the prediction interval of one more run: against each single full run (cells), and each
+  round's ratio (ratios);
+- one repeat alone (its steps' block bootstrap): against each single full run.
+Beside them, the gap of every verdict run's value from the full mean, per system-mode, and the
+run-to-run variation measured (the s of log time pooled over a benchmark's system-modes, with
+its degrees of freedom) of the full runs and of the verdict runs' repeats: calibration.json
+keeps it for the report of a one-repeat run on this machine (analysis/variation.py).
+Goal: 90-99% of a nominal 95% (over 99% throws precision away).
 """
 import itertools
 import json
+import math
+import random
 from pathlib import Path
 
 import numpy as np
 
-from analysis import stats, tidy
+from analysis import stats, tidy, variation
 from harness import commands
 from harness.plan import matrix
 from harness.results import collect
 from contract.errors import UserError
 from contract.runfolder import RunFolder
 
-GOAL = 0.90
+GOAL = (0.90, 0.99)
 
 
-def run(inventory_name, stack_name, results, benchmarks, systems, short=4, data="synthetic"):
+def run(inventory_name, stack_name, results, benchmarks, systems, short=4, full=3,
+        data="synthetic"):
     out = Path(results) / ("calibration-%s" % collect.new_run_id())
+    shuffle = random.Random(out.name)
     runs = {}
-    for benchmark, system in [(b, s) for b in benchmarks for s in systems]:
-        for name in order(short):
-            profile = "paper" if name == "full" else "verdict"
-            run_id = "%s-%s-%s" % (name, benchmark, system)
+    for benchmark in benchmarks:
+        for name in order(short, full):
+            verdict = name.startswith("v")
+            chosen = list(systems)
+            if not verdict:
+                shuffle.shuffle(chosen)  # a paper run of one repeat keeps the order given
+            run_id = "%s-%s" % (name, benchmark)
             try:
-                commands.bench(inventory_name, stack_name, profile, out, run_id=run_id,
-                               benchmarks=benchmark, systems=system, data=data,
-                               profile_steps=0)
+                commands.bench(inventory_name, stack_name, "verdict" if verdict else "paper",
+                               out, run_id=run_id, benchmarks=benchmark,
+                               systems=",".join(chosen), data=data, profile_steps=0)
             except UserError as exc:  # one run lost; the others still count
                 print("calibration: %s failed: %s" % (run_id, exc), flush=True)
-            runs.setdefault((benchmark, system), {})[name] = str(out / run_id)
-    return summarise(out, runs, benchmarks, systems)
+            kind = "verdict" if verdict else "full"
+            runs.setdefault(benchmark, {"verdict": [], "full": []})[kind].append(
+                str(out / run_id))
+    return summarise(out, runs)
+
+
+def order(short, full):
+    """Run names, verdict and full interleaved: v1, f1, v2, f2, ... (the rest at the end)."""
+    names = []
+    for i in range(max(short, full)):
+        names += (["v%d" % (i + 1)] if i < short else []) + (["f%d" % (i + 1)] if i < full
+                                                             else [])
+    return names
 
 
 def again(folder):
-    """The table of an earlier calibration, from its run folders (`--again DIR`)."""
+    """The tables of an earlier calibration, from its run folders (`--again DIR`)."""
     out = Path(folder)
     runs = {}
     for path in sorted(p for p in out.iterdir() if p.is_dir()):
-        name, _, rest = path.name.partition("-")
-        benchmark = next(b for b in matrix.BENCHMARKS if rest.startswith(b + "-"))
-        runs.setdefault((benchmark, rest[len(benchmark) + 1:]), {})[name] = str(path)
-    benchmarks = sorted({b for b, _ in runs})
-    systems = [s for s in matrix.SYSTEMS if any(k[1] == s for k in runs)]
-    return summarise(out, runs, benchmarks, systems)
+        name, _, benchmark = path.name.partition("-")
+        if benchmark not in matrix.BENCHMARKS or name[:1] not in "vf":
+            raise UserError("%s is not a calibration run of this version (v<i>-<benchmark> or "
+                            "f<i>-<benchmark>)" % path, "run `invoke calibration` again")
+        kind = "verdict" if name.startswith("v") else "full"
+        runs.setdefault(benchmark, {"verdict": [], "full": []})[kind].append(str(path))
+    return summarise(out, runs)
 
 
-def summarise(out, runs, benchmarks, systems):
-    rows = [cell_row(key, paths) for key, paths in runs.items()]
-    ratios = [ratio_row(b, a, c, runs) for b in benchmarks
-              for a, c in itertools.combinations(systems, 2)]
-    lines = table(rows, ratios)
+def summarise(out, runs):
+    cells, ratios = [], []
+    measured = measured_variation(runs)
+    for benchmark, paths in runs.items():
+        fulls = [groups(p)[0] for p in paths["full"]]
+        shorts = [(Path(p).name.split("-")[0],) + groups(p) for p in paths["verdict"]]
+        systems = [s for s in matrix.SYSTEMS if any(s in f for f in fulls)]
+        cells += [cell_row(benchmark, s, fulls, shorts) for s in systems]
+        ratios += [ratio_row(benchmark, a, b, fulls, shorts)
+                   for a, b in itertools.combinations(systems, 2)]
+        target_spread(cells + ratios, benchmark, measured["paper"].get(benchmark))
+    found = {"cells": cells, "ratios": ratios, "runs": runs, "variation": measured,
+             "cpu": cpu_models(runs)}
+    found["pairing"] = pairing(runs)
+    lines = table(cells, ratios) + [""] + gap_table(cells) + [""] + variation_lines(
+        found["variation"]) + [""] + pairing_lines(found["pairing"])
     (out / "calibration.md").write_text("\n".join(lines) + "\n")
-    (out / "calibration.json").write_text(json.dumps(
-        {"cells": rows, "ratios": ratios, "runs": {"%s/%s" % k: v for k, v in runs.items()}},
-        indent=1))
+    (out / variation.CALIBRATION_FILE).write_text(json.dumps(found, indent=1, default=float))
     print("\n".join(lines))
     print("written: %s" % (out / "calibration.md"))
-    return rows, ratios
+    return cells, ratios
 
 
-def order(short):
-    """Run names, the full run in the middle: v1, v2, full, v3, v4."""
-    names = ["v%d" % (i + 1) for i in range(short)]
-    return names[:short // 2] + ["full"] + names[short // 2:]
-
-
-def group(path):
-    """The run's one group (as the report builds it) and its first usable repeat's cell, each
-    None where there is none (a failed run, no records, no interval)."""
+def groups(path):
+    """({system: its group row}, {system: its first usable repeat's cell}) of one run, as
+    the report builds them; empty where the run left no records."""
     run = RunFolder(path)
     if not run.records_path.is_file():
-        return None, None
-    cells = tidy.cell_table(tidy.load_records(run.records_path))
-    groups = tidy.group_table(cells).to_dict("records")
-    usable = cells[(cells.status == "succeeded") & (cells.disturbed == "")
-                   & cells.execution_boot.notna()].sort_values("repeat").to_dict("records")
-    found = groups[0] if groups and groups[0]["succeeded"] and \
-        groups[0]["execution_boot"] is not None else None
-    return found, usable[0] if usable else None
+        return {}, {}
+    table = tidy.cell_table(tidy.load_records(run.records_path))
+    found = {g["system"]: g for g in tidy.group_table(table).to_dict("records")
+             if g["succeeded"] and g["execution_boot"] is not None}
+    usable = table[(table.status == "succeeded") & (table.disturbed == "")
+                   & table.execution_boot.notna()].sort_values("repeat")
+    first = {}
+    for cell in usable.to_dict("records"):
+        first.setdefault(cell["system"], cell)
+    return found, first
 
 
-def cell_row(key, paths):
-    full, _ = group(paths["full"])
-    row = {"benchmark": key[0], "system": key[1], "full": full and full["execution_seconds"],
-           "short": []}
-    for name in sorted(n for n in paths if n != "full"):
-        found, first = group(paths[name])
-        if not found:
+def cell_row(benchmark, system, fulls, shorts):
+    values = [f[system]["execution_seconds"] for f in fulls if system in f]
+    row = {"benchmark": benchmark, "system": system, "full_runs": values,
+           "full": float(np.mean(values)) if values else None, "short": []}
+    for name, found, first in shorts:
+        if system not in found:
             row["short"].append({"run": name, "failed": True})
             continue
-        one = stats.interval(first["execution_boot"]) if first is not None else (None, None)
-        row["short"].append({"run": name, "value": found["execution_seconds"],
-                             "low": found["ci_low"], "high": found["ci_high"],
-                             "one_low": one[0], "one_high": one[1]})
+        g = found[system]
+        row["short"].append(dict(
+            _intervals(g["execution_boot"], g["execution_pred"],
+                       first[system]["execution_boot"] if system in first else None),
+            run=name, value=g["execution_seconds"]))
     return row
 
 
-def ratio_row(benchmark, a, b, runs):
-    """The ratio a/b of the full runs, and each i-th pair of verdict runs' interval of it."""
-    paths_a, paths_b = runs.get((benchmark, a)), runs.get((benchmark, b))
-    row = {"benchmark": benchmark, "ratio": "%s/%s" % (a, b), "full": None, "short": []}
-    if not paths_a or not paths_b:
-        return row
-    full_a, full_b = group(paths_a["full"])[0], group(paths_b["full"])[0]
-    if full_a and full_b:
-        row["full"] = full_a["execution_seconds"] / full_b["execution_seconds"]
-    for name in sorted(n for n in paths_a if n != "full" and n in paths_b):
-        (ga, fa), (gb, fb) = group(paths_a[name]), group(paths_b[name])
-        if not ga or not gb:
+def ratio_row(benchmark, a, b, fulls, shorts):
+    """a/b: the full rounds' ratios and the ratio of their means; each verdict run's
+    intervals of it."""
+    pairs = [(f[a]["execution_seconds"], f[b]["execution_seconds"]) for f in fulls
+             if a in f and b in f]
+    row = {"benchmark": benchmark, "ratio": "%s/%s" % (a, b),
+           "full_runs": [x / y for x, y in pairs],
+           "full": float(np.mean([x for x, _ in pairs]) / np.mean([y for _, y in pairs]))
+           if pairs else None, "short": []}
+    for name, found, first in shorts:
+        if a not in found or b not in found:
             continue
-        low, high = stats.interval(np.asarray(ga["execution_boot"]) /
-                                   np.asarray(gb["execution_boot"]))
-        one = stats.interval(np.asarray(fa["execution_boot"]) / np.asarray(
-            fb["execution_boot"])) if fa is not None and fb is not None else (None, None)
-        row["short"].append({"run": name, "value": ga["execution_seconds"] /
-                             gb["execution_seconds"], "low": low, "high": high,
-                             "one_low": one[0], "one_high": one[1]})
+        ga, gb = found[a], found[b]
+        one = np.asarray(first[a]["execution_boot"]) / np.asarray(
+            first[b]["execution_boot"]) if a in first and b in first else None
+        row["short"].append(dict(_intervals(
+            np.asarray(ga["execution_boot"]) / np.asarray(gb["execution_boot"]),
+            np.asarray(ga["execution_pred"]) / np.asarray(gb["execution_pred"]), one),
+            run=name, value=ga["execution_seconds"] / gb["execution_seconds"]))
     return row
 
 
-def covered(row, low="low", high="high"):
-    """(covered, judged) of a row's short runs against its full value."""
-    if row["full"] is None:
-        return 0, 0
+def target_spread(rows, benchmark, full):
+    """Each row's `full_half`: the 95% half-width (log scale) of its target, the full rounds'
+    mean or ratio of means, itself an estimate: t(df) x s x sqrt(1 / n) for a cell, sqrt(1 /
+    n_a + 1 / n_b) for a ratio, s and df the full runs' pooled variation (None: unknown)."""
+    for row in rows:
+        if row["benchmark"] != benchmark:
+            continue
+        n = len(row["full_runs"])
+        if not full or not full.get("s") or not n:
+            row["full_half"] = None
+            continue
+        spread = math.sqrt(1.0 / n) if "system" in row else math.sqrt(2.0 / n)
+        row["full_half"] = stats.t_quantile(full["df"]) * full["s"] * spread
+
+
+def _intervals(confidence, prediction, one):
+    (low, high), (plow, phigh) = stats.interval(confidence), stats.interval(prediction)
+    olow, ohigh = stats.interval(one) if one is not None else (None, None)
+    return {"low": low, "high": high, "pred_low": plow, "pred_high": phigh,
+            "one_low": olow, "one_high": ohigh}
+
+
+METHODS = (("confidence interval of the expected time (the report's)", "low", "high", False,
+            False),
+           ("the same, the full mean's own 95% uncertainty added", "low", "high", False, True),
+           ("prediction of one more run", "pred_low", "pred_high", True, False),
+           ("one repeat alone (its steps' bootstrap)", "one_low", "one_high", True, False))
+
+
+def covered(row, low="low", high="high", single=False, target_spread=False):
+    """(covered, judged) of a row's verdict runs: against the full mean, or (single) against
+    every single full run (cells) or round's ratio (ratios). target_spread: the full mean's
+    own uncertainty added (two estimates compared: |log interval centre - log full| within
+    the root sum of squares of the two half-widths)."""
+    targets = row["full_runs"] if single else ([row["full"]] if row["full"] is not None
+                                               else [])
     found = [s for s in row["short"] if s.get(low) is not None and s[low] == s[low]]
-    return sum(1 for s in found if s[low] <= row["full"] <= s[high]), len(found)
+    if target_spread:
+        extra = row.get("full_half")
+        if extra is None:
+            return 0, 0
+        hits = sum(1 for s in found for t in targets if _within(s[low], s[high], t, extra))
+    else:
+        hits = sum(1 for s in found for t in targets if s[low] <= t <= s[high])
+    return hits, len(found) * len(targets)
 
 
-def table(rows, ratios):
-    """The table, then the coverage of cells and of ratios apart (the ratios come from the
-    same runs: not independent of the cells)."""
-    lines = ["| cell or ratio | full run | verdict runs: value [95% interval] | covered, 3 "
-             "repeats (t prediction) | covered, one repeat alone (its steps' bootstrap) |",
+def _within(low, high, target, extra):
+    centre, half = (math.log(high) + math.log(low)) / 2, (math.log(high) - math.log(low)) / 2
+    return abs(centre - math.log(target)) <= math.sqrt(half ** 2 + extra ** 2)
+
+
+def halfwidths(rows, low, high):
+    return [(s[high] - s[low]) / 2 / s["value"] for r in rows for s in r["short"]
+            if s.get(low) is not None and s[low] == s[low]]
+
+
+def table(cells, ratios):
+    """Per cell and ratio, the full runs and each verdict run's value with its confidence
+    interval; then the coverage of each method, of cells and of ratios apart (the ratios come
+    from the same runs: not independent of the cells)."""
+    lines = ["| cell or ratio | full runs (mean) | verdict runs: value [95% CI of the expected "
+             "time] | CI covers the full mean | prediction covers single full runs |",
              "|---|---|---|---|---|"]
-    totals = {}
-    for kind, found in (("cells", rows), ("ratios", ratios)):
-        for row in found:
-            lines.append(table_line(row))
-            for method, args in (("3 repeats, t prediction", ()),
-                                 ("one repeat alone", ("one_low", "one_high"))):
-                hit, of = covered(row, *args)
-                total = totals.setdefault((kind, method), [0, 0])
-                total[0] += hit
-                total[1] += of
-    lines += [""] + ["%s, %s: %d of %d intervals cover the full run%s (%s; goal %.0f%%)" % (
-        kind, method, hit, of, "s' ratio" if kind == "ratios" else "",
-        "%.0f%%" % (100.0 * hit / of) if of else "-", 100 * GOAL)
-        for (kind, method), (hit, of) in totals.items()]
+    for row in cells + ratios:
+        lines.append(table_line(row))
+    lines += ["", "| method | cells: covered | median half-width | ratios: covered | median "
+              "half-width |", "|---|---|---|---|---|"]
+    for title, low, high, single, spread in METHODS:
+        out = [title]
+        for rows in (cells, ratios):
+            hit, of = [sum(x) for x in zip(*[covered(r, low, high, single, spread)
+                                             for r in rows])] if rows else (0, 0)
+            widths = halfwidths(rows, low, high)
+            out += ["%d of %d (%s)" % (hit, of, "%.0f%%" % (100.0 * hit / of) if of else "-"),
+                    "%.1f%%" % (100 * np.median(widths)) if widths else "-"]
+        lines.append("| " + " | ".join(out) + " |")
+    lines.append("")
+    lines.append("Goal: %.0f-%.0f%% of a nominal 95%%." % (100 * GOAL[0], 100 * GOAL[1]))
     return lines
 
 
 def table_line(row):
     name = "%s %s" % (row["benchmark"], row.get("system") or row["ratio"])
-    after, before = covered(row), covered(row, "one_low", "one_high")
-    shorts = "; ".join("failed" if s.get("failed") else "%.3g [%.3g-%.3g]" % (
+    full = "-" if row["full"] is None else "%s (%.3g)" % (
+        ", ".join("%.3g" % v for v in row["full_runs"]), row["full"])
+    shorts = "; ".join("%s failed" % s["run"] if s.get("failed") else "%.3g [%.3g-%.3g]" % (
         s["value"], s["low"], s["high"]) for s in row["short"])
-    return "| %s | %s | %s | %d of %d | %d of %d |" % (
-        name, "-" if row["full"] is None else "%.3g" % row["full"], shorts, after[0], after[1],
-        before[0], before[1])
+    ci, pi = covered(row), covered(row, "pred_low", "pred_high", True)
+    return "| %s | %s | %s | %d of %d | %d of %d |" % (name, full, shorts, ci[0], ci[1],
+                                                       pi[0], pi[1])
+
+
+def gap_table(cells):
+    """Issue 54's item 1: each verdict run's value against the full mean, per system-mode."""
+    lines = ["| benchmark | system-mode | verdict runs' gap from the full mean | mean gap |",
+             "|---|---|---|---|"]
+    for row in cells:
+        gaps = [s["value"] / row["full"] - 1 for s in row["short"]
+                if not s.get("failed") and row["full"]]
+        lines.append("| %s | %s | %s | %s |" % (
+            row["benchmark"], row["system"], ", ".join("%+.1f%%" % (100 * g) for g in gaps),
+            "%+.1f%%" % (100 * np.mean(gaps)) if gaps else "-"))
+    return lines
+
+
+def measured_variation(runs):
+    """{"paper": {benchmark: {s, df}}, "verdict": {...}}: the s of log execution time between
+    runs of one cell, pooled over a benchmark's system-modes (and, for the verdict profile,
+    over its runs: each run's repeats about their own mean)."""
+    found = {"paper": {}, "verdict": {}}
+    for benchmark, paths in runs.items():
+        fulls = [groups(p)[0] for p in paths["full"]]
+        by_system = {}
+        for f in fulls:
+            for system, g in f.items():
+                by_system.setdefault(system, []).append(g["execution_seconds"])
+        found["paper"][benchmark] = pooled(by_system.values())
+        repeats = []
+        for path in paths["verdict"]:
+            run = RunFolder(path)
+            if not run.records_path.is_file():
+                continue
+            table = tidy.cell_table(tidy.load_records(run.records_path))
+            ok = table[(table.status == "succeeded") & (table.disturbed == "")]
+            repeats += [list(v) for _, v in ok.groupby("system").execution_seconds]
+        found["verdict"][benchmark] = pooled(repeats)
+    return found
+
+
+def pooled(samples):
+    """{s, df}: the pooled standard deviation of the logs of each sample about its own mean."""
+    logs = [np.log(np.asarray(v, dtype=float)) for v in samples if len(v) >= 2]
+    df = sum(len(x) - 1 for x in logs)
+    if not df:
+        return {"s": None, "df": 0}
+    return {"s": math.sqrt(sum(float(np.sum((x - x.mean()) ** 2)) for x in logs) / df),
+            "df": df}
+
+
+def variation_lines(found):
+    lines = ["Run-to-run variation (s of log execution time, pooled over system-modes):"]
+    for profile, per in found.items():
+        for benchmark, v in per.items():
+            lines.append("- %s profile, %s: %s" % (
+                profile, benchmark, "s = %.4f (%.1f%%), %d degrees of freedom" % (
+                    v["s"], 100 * v["s"], v["df"]) if v["s"] is not None else "not measured"))
+    return lines
+
+
+def cpu_models(runs):
+    models = set()
+    for paths in runs.values():
+        for path in paths["full"] + paths["verdict"]:
+            run = RunFolder(path)
+            try:
+                manifest = run.manifest()
+            except (OSError, ValueError):
+                continue
+            models |= {c.get("model") for c in (manifest.get("cpu") or {}).values()
+                       if isinstance(c, dict)}
+    return sorted(m for m in models if m)
+
+
+def pairing(runs):
+    """Whether pairing by block helps: per verdict run, the half-width of a ratio of two
+    system-modes' expected times (log scale, t x s x sqrt(2 / k)) under the one-way model and
+    under the paired one, on the same repeats (stats.expected_time's two models)."""
+    out = []
+    for benchmark, paths in runs.items():
+        for path in paths["verdict"]:
+            run = RunFolder(path)
+            if not run.records_path.is_file():
+                continue
+            table = tidy.cell_table(tidy.load_records(run.records_path))
+            ok = table[(table.status == "succeeded") & (table.disturbed == "")]
+            values = {s: list(g.execution_seconds) for s, g in ok.groupby("system")}
+            blocks = {s: list(g.repeat) for s, g in ok.groupby("system")}
+            k = max(len(v) for v in values.values())  # a full pool's repeats
+            row = {"run": Path(path).name, "blocked": tidy.ran_in_blocks(table)}
+            for name, given in (("one-way", None), ("paired", blocks)):
+                _, model = stats.expected_time(values, path, given, replicates=10)
+                if model is None or model["model"] != name:
+                    continue
+                row[name] = {"s": model["s"], "df": model["df"], "s_b": model["s_b"],
+                             "half": math.expm1(stats.t_quantile(model["df"]) * model["s"]
+                                                * math.sqrt(2.0 / k))}
+            out.append(row)
+    return out
+
+
+def pairing_lines(rows):
+    lines = ["Pairing by block: a ratio's 95% half-width, one-way against paired (same repeats):"]
+    for row in rows:
+        one, two = row.get("one-way"), row.get("paired")
+        lines.append("- %s%s: one-way %s; paired %s" % (
+            row["run"], "" if row["blocked"] else " (not run in blocks)",
+            "s %.1f%%, %d df, +-%.1f%%" % (100 * one["s"], one["df"], 100 * one["half"])
+            if one else "-",
+            "s_e %.1f%%, s_b %.1f%%, %d df, +-%.1f%%" % (
+                100 * two["s"], 100 * two["s_b"], two["df"], 100 * two["half"]) if two
+            else "-"))
+    return lines
