@@ -323,7 +323,7 @@ def _dry_run(cells, run_id, nodes, stack, expected):
                  cell.local_batch, cell.data, ", links %s" % cell.link if cell.link else ""))
     print("\n".join(["expected durations (from earlier runs on this inventory and stack, or a "
                      "prior from the newest contention probe of these nodes):"]
-                    + estimate.describe(*expected) + repeats_note(cells, expected[1])))
+                    + estimate.describe(*expected) + repeats_note(cells, *expected)))
     for cell in cells:
         shards = {"id": datasets.dataset_id(cell.dataset, cell.data),
                   "classes": datasets.spec(cell.dataset).classes,
@@ -333,12 +333,18 @@ def _dry_run(cells, run_id, nodes, stack, expected):
     return {"run_id": run_id, "cells": cells}
 
 
-def repeats_note(cells, total):
-    """A plan of one repeat: what it will not measure, and what 3 repeats would cost."""
+def repeats_note(cells, rows, total):
+    """A plan of one repeat: what it will not measure, and what 3 repeats would cost ("no
+    basis" where a cell has no estimate: a sum without it would be a time the plan does not
+    have)."""
     if not cells or any(cell.repeat for cell in cells):
         return []
-    return ["1 repeat: run-to-run variation will not be measured, and every verdict will be "
-            "indicative; --repeats 3 would take about %s" % estimate.duration(3 * total)]
+    unknown = sum(1 for _, seconds, _ in rows if seconds is None)
+    cost = "about %s" % estimate.duration(3 * total) if not unknown else \
+        "no basis to say how long (%d cell(s) without an estimate: `invoke estimate`)" % unknown
+    return ["1 repeat: run-to-run variation will not be measured (the newest `invoke "
+            "calibration` on this CPU supplies it; without one every verdict will be "
+            "indicative); --repeats 3: %s" % cost]
 
 
 def collect_run(inventory_name, results, run_id=None):

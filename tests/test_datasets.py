@@ -135,6 +135,25 @@ def test_real_archive_extracts_after_md5_check(tmp_path):
     assert (folder / "data_batch_3.bin").read_bytes() == payload
 
 
+def test_a_python_without_tarfiles_data_filter_extracts_and_refuses_alike(tmp_path,
+                                                                          monkeypatch):
+    """Debian 12's Python 3.11.2 has no filter="data" (3.11.4 added it): the archive still
+    extracts, and a member that climbs out of the folder is still refused (issue 55)."""
+    import tarfile
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    s = datasets.spec("cifar10")
+    payload = datasets.synthetic_records(s, 4, np.random.default_rng(0)).tobytes()
+    archive = make_archive(tmp_path / "c.tar.gz", s.folder,
+                           {f: payload for f in s.train_files + s.test_files})
+    folder = datasets.fetch_real("cifar10", archive, expected_md5=datasets.md5sum(archive))
+    assert (folder / "data_batch_3.bin").read_bytes() == payload
+    (folder.parent / "verified").unlink()  # as if this archive had not been taken yet
+    hostile = make_archive(tmp_path / "h.tar.gz", "..", {"escaped": b"x"})
+    with pytest.raises(UserError, match="not a plain file or folder inside"):
+        datasets.fetch_real("cifar10", hostile, expected_md5=datasets.md5sum(hostile))
+    assert not (tmp_path / "escaped").exists()
+
+
 def test_corrupt_archive_with_matching_md5_fails_clearly(tmp_path):
     archive = tmp_path / "bad.tar.gz"
     archive.write_bytes(b"\x1f\x8b" + b"garbage" * 100)

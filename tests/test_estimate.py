@@ -85,6 +85,19 @@ def test_a_cell_never_run_gets_a_prior_scaled_by_the_slowest_node(tmp_path, monk
     assert unknown[1][1] is None
 
 
+def test_a_plan_with_no_basis_says_so_and_never_0_s():
+    """No earlier run and no probe: the dry run says there is no basis, not "0 s" (issue 55),
+    and so does its note of what 3 repeats would cost."""
+    from harness import commands
+    cells = matrix.plan("smoke", 2)
+    rows, total = estimate.plan_seconds(cells, {})
+    assert estimate.summary(rows, total) == ("expected: no basis for any of the 5 cell(s): "
+                                             "`invoke estimate` times a few steps of each")
+    (note,) = commands.repeats_note(cells, rows, total)
+    assert note.endswith("--repeats 3: no basis to say how long (5 cell(s) without an "
+                         "estimate: `invoke estimate`)") and "0 s" not in note
+
+
 def test_max_hours_refuses_a_plan_too_long_or_unknown(tmp_path):
     earlier_run(tmp_path, "new")
     paper = matrix.plan("paper", 3, systems="pytorch-sync", benchmarks="lenet5-cifar10")

@@ -350,8 +350,9 @@ def test_the_dry_run_prints_each_script_as_the_run_writes_it(provisioned, tmp_pa
     args = ("--systems", "pytorch-sync", "--run", "same", "--results", str(tmp_path))
     printed = invoke("bench", "--dry-run", *args).stdout
     invoke("bench", *args)
-    assert "1 repeat: run-to-run variation will not be measured, and every verdict will be " \
-        "indicative; --repeats 3 would take about" in printed
+    assert "1 repeat: run-to-run variation will not be measured (the newest `invoke " \
+        "calibration` on this CPU supplies it; without one every verdict will be indicative); " \
+        "--repeats 3: about" in printed
     manifest = json.loads((tmp_path / "same" / "manifest.json").read_text())
     assert manifest["options"]["order_seed"] == zlib.crc32(b"same")  # the order's seed kept
     scripts = printed.split("\n# ---- ")[1:]

@@ -159,10 +159,27 @@ def _download(s, progress):
     return target
 
 
+def _plain_members(tar):
+    """The archive's members if every one is a plain file or folder inside the target (what
+    tarfile's "data" filter allows of an archive like CIFAR's): an absolute path, a '..', a
+    link or a device is refused, as the filter refuses it."""
+    members = tar.getmembers()
+    for member in members:
+        parts = Path(member.name).parts
+        if member.name.startswith(("/", "\\")) or ".." in parts or not (
+                member.isfile() or member.isdir()):
+            raise tarfile.TarError("member %r is not a plain file or folder inside the "
+                                   "archive's folder" % member.name)
+    return members
+
+
 def _extract(archive, root, s):
     try:
         with tarfile.open(archive, "r:gz") as tar:
-            tar.extractall(root, filter="data")
+            if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+                tar.extractall(root, filter="data")
+            else:  # Debian 12's 3.11.2 (issue 55): the same refusals, by hand
+                tar.extractall(root, members=_plain_members(tar))
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise UserError("archive %s could not be extracted: %s" % (archive, exc),
                         "download it again")
