@@ -1281,3 +1281,15 @@ def test_a_deviation_of_two_system_modes_is_named_once_in_a_claims_row():
     row = claims._row(claim, 2.0, 0.25, {"deviations": deviations}, "execution")
     assert row["deviations"] == "threads; placement"
     assert len(row["deviation_list"]) == 3  # each still says its own system-mode
+
+
+def test_t_quantiles_and_the_repeats_that_would_decide_a_claim():
+    """t(2) and t(10) at 97.5% as the tables give them; an interval of 1.6 x/ exp(0.25) (3
+    repeats, 10 df) against the band 1.25-1.95 (room 0.198 to its nearer edge): 4 repeats
+    would leave 0.25 x t(15)/t(10) x sqrt(3/4) = 0.207, 5 leave 0.181: 5 would likely decide
+    it. A value on an edge: no number of repeats."""
+    assert stats.t_quantile(2) == pytest.approx(4.303, abs=1e-3)
+    assert stats.t_quantile(10) == pytest.approx(2.228, abs=1e-3)
+    low, high = 1.6 * math.exp(-0.25), 1.6 * math.exp(0.25)
+    assert stats.repeats_to_decide(low, high, 1.6, (1.25, 1.95), 3, 10) == 5
+    assert stats.repeats_to_decide(low, high, 1.95, (1.25, 1.95), 3, 10) is None
