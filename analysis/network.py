@@ -11,7 +11,9 @@ import pandas as pd
 import registry
 
 BYTES_PER_PARAMETER = 4  # float32
-ASSUMED_MBIT = 1000  # the paper's cluster; used when the run does not record its link rate
+# the package's assumption (the paper states no link: paper.yml, setup `link`); used when
+# the run does not record its link rate
+ASSUMED_MBIT = 1000
 
 
 def bound_bytes(system, parameters, nodes, manifest=None):
