@@ -228,11 +228,10 @@ def indicative(groups):
     """", indicative" where a cell has one usable repeat and its interval knows the steps of
     that run only (run-to-run variation measured neither in the run nor by a calibration):
     every verdict then says so, the operator claims' too."""
-    usable = _usable_repeats(groups)
-    if "interval" in groups and len(usable):
-        return ", indicative" if (groups.interval[groups.succeeded > 0]
-                                  == "steps of one run").any() else ""
-    return ", indicative" if len(usable) and int(usable.min()) == 1 else ""
+    if not len(groups):
+        return ""
+    return ", indicative" if (groups.interval[groups.succeeded > 0]
+                              == "steps of one run").any() else ""
 
 
 def _usable_repeats(groups):

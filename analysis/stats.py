@@ -148,10 +148,10 @@ def expected_time(values, key, blocks=None, replicates=REPLICATES, within=None):
     better than its steps allow. Centred on the log of the arithmetic mean (the table's value;
     it exceeds the geometric mean by about s^2/2). None for a pool without any degree of
     freedom."""
-    logs = {g: np.log(np.asarray(v, dtype=float)) for g, v in values.items() if len(v)}
+    values = {g: np.asarray(v, dtype=float) for g, v in values.items() if len(v)}
     rng = rng_for(key)
-    paired = _complete_blocks(logs, blocks)
-    model = _paired_model(logs, paired) if paired else _one_way_model(logs)
+    paired = _complete_blocks({g: np.log(v) for g, v in values.items()}, blocks)
+    model = _paired_model(paired) if paired else _one_way_model(values)
     if model is None:
         return None, None
     if within and within > model["s"]:
@@ -160,13 +160,13 @@ def expected_time(values, key, blocks=None, replicates=REPLICATES, within=None):
     shared = rng.standard_normal(replicates)
     chi_b = rng.chisquare(model["df_b"], size=replicates) if model["df_b"] else None
     out = {}
-    for g in sorted(logs):
-        k = len(logs[g])
+    for g in sorted(values):
+        k = len(values[g])
         draws = model["s"] * np.sqrt(model["df"] / chi) * rng.standard_normal(replicates) / \
             math.sqrt(k)
         if chi_b is not None:
             draws = draws + model["s_b"] * np.sqrt(model["df_b"] / chi_b) * shared / math.sqrt(k)
-        out[g] = np.exp(math.log(np.mean(np.exp(logs[g]))) + draws)
+        out[g] = np.exp(math.log(values[g].mean()) + draws)
     return out, model
 
 
@@ -186,15 +186,23 @@ def _complete_blocks(logs, blocks):
     return {"names": names, "y": np.array([[r[b] for b in order] for r in rows])}
 
 
-def _one_way_model(logs):
-    df = sum(len(x) - 1 for x in logs.values())
+def pooled_sd(samples):
+    """{s, df}: the pooled standard deviation of the logs of each sample (a setting's repeats)
+    about its own mean, df = sum(k - 1); s None where no sample has two values."""
+    logs = [np.log(np.asarray(v, dtype=float)) for v in samples]
+    df = sum(len(x) - 1 for x in logs if len(x))
     if not df:
-        return None
-    ss = sum(float(np.sum((x - x.mean()) ** 2)) for x in logs.values())
-    return {"model": "one-way", "s": math.sqrt(ss / df), "df": df, "s_b": 0.0, "df_b": 0}
+        return {"s": None, "df": 0}
+    ss = sum(float(np.sum((x - x.mean()) ** 2)) for x in logs if len(x))
+    return {"s": math.sqrt(ss / df), "df": df}
 
 
-def _paired_model(logs, paired):
+def _one_way_model(values):
+    found = pooled_sd(values.values())
+    return dict(found, model="one-way", s_b=0.0, df_b=0) if found["df"] else None
+
+
+def _paired_model(paired):
     y = paired["y"]
     settings, blocks = y.shape
     resid = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()

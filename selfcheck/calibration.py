@@ -18,6 +18,7 @@ its degrees of freedom) of the full runs and of the verdict runs' repeats: calib
 keeps it for the report of a one-repeat run on this machine (analysis/variation.py).
 Goal: 90-99% of a nominal 95% (over 99% throws precision away).
 """
+import functools
 import itertools
 import json
 import math
@@ -106,19 +107,32 @@ def summarise(out, runs):
     return cells, ratios
 
 
+@functools.lru_cache(maxsize=None)
+def cells_of(path):
+    """A run's cell table (tidy.cell_table), read once however many tables ask; None where
+    the run left no records."""
+    run = RunFolder(path)
+    if not run.records_path.is_file():
+        return None
+    return tidy.cell_table(tidy.load_records(run.records_path))
+
+
+def usable(table):
+    """The cells the report's verdicts use: succeeded, not disturbed."""
+    return table[(table.status == "succeeded") & (table.disturbed == "")]
+
+
 def groups(path):
     """({system: its group row}, {system: its first usable repeat's cell}) of one run, as
     the report builds them; empty where the run left no records."""
-    run = RunFolder(path)
-    if not run.records_path.is_file():
+    table = cells_of(path)
+    if table is None:
         return {}, {}
-    table = tidy.cell_table(tidy.load_records(run.records_path))
     found = {g["system"]: g for g in tidy.group_table(table).to_dict("records")
              if g["succeeded"] and g["execution_boot"] is not None}
-    usable = table[(table.status == "succeeded") & (table.disturbed == "")
-                   & table.execution_boot.notna()].sort_values("repeat")
     first = {}
-    for cell in usable.to_dict("records"):
+    ok = usable(table)
+    for cell in ok[ok.execution_boot.notna()].sort_values("repeat").to_dict("records"):
         first.setdefault(cell["system"], cell)
     return found, first
 
@@ -278,27 +292,11 @@ def measured_variation(runs):
         for f in fulls:
             for system, g in f.items():
                 by_system.setdefault(system, []).append(g["execution_seconds"])
-        found["paper"][benchmark] = pooled(by_system.values())
-        repeats = []
-        for path in paths["verdict"]:
-            run = RunFolder(path)
-            if not run.records_path.is_file():
-                continue
-            table = tidy.cell_table(tidy.load_records(run.records_path))
-            ok = table[(table.status == "succeeded") & (table.disturbed == "")]
-            repeats += [list(v) for _, v in ok.groupby("system").execution_seconds]
-        found["verdict"][benchmark] = pooled(repeats)
+        found["paper"][benchmark] = stats.pooled_sd(by_system.values())
+        tables = [t for t in map(cells_of, paths["verdict"]) if t is not None]
+        found["verdict"][benchmark] = stats.pooled_sd(
+            [list(v) for t in tables for _, v in usable(t).groupby("system").execution_seconds])
     return found
-
-
-def pooled(samples):
-    """{s, df}: the pooled standard deviation of the logs of each sample about its own mean."""
-    logs = [np.log(np.asarray(v, dtype=float)) for v in samples if len(v) >= 2]
-    df = sum(len(x) - 1 for x in logs)
-    if not df:
-        return {"s": None, "df": 0}
-    return {"s": math.sqrt(sum(float(np.sum((x - x.mean()) ** 2)) for x in logs) / df),
-            "df": df}
 
 
 def variation_lines(found):
@@ -332,11 +330,10 @@ def pairing(runs):
     out = []
     for benchmark, paths in runs.items():
         for path in paths["verdict"]:
-            run = RunFolder(path)
-            if not run.records_path.is_file():
+            table = cells_of(path)
+            if table is None:
                 continue
-            table = tidy.cell_table(tidy.load_records(run.records_path))
-            ok = table[(table.status == "succeeded") & (table.disturbed == "")]
+            ok = usable(table)
             values = {s: list(g.execution_seconds) for s, g in ok.groupby("system")}
             blocks = {s: list(g.repeat) for s, g in ok.groupby("system")}
             k = max(len(v) for v in values.values())  # a full pool's repeats

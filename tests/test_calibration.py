@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from analysis import stats
 from selfcheck import calibration
 
 
@@ -50,11 +51,11 @@ def test_the_gap_of_each_verdict_run_from_the_full_mean():
 def test_the_variation_kept_is_the_pooled_sd_of_log_times():
     """Two cells of three runs each: s^2 = the sum of both cells' squared log deviations over
     4 degrees of freedom; a cell of one run adds none."""
-    found = calibration.pooled([[10.0, 11.0, 12.0], [20.0, 20.2, 20.4], [7.0]])
+    found = stats.pooled_sd([[10.0, 11.0, 12.0], [20.0, 20.2, 20.4], [7.0]])
     logs = [[math.log(x) for x in c] for c in ([10.0, 11.0, 12.0], [20.0, 20.2, 20.4])]
     ss = sum(sum((x - sum(c) / 3) ** 2 for x in c) for c in logs)
     assert found["df"] == 4 and found["s"] == pytest.approx(math.sqrt(ss / 4))
-    assert calibration.pooled([[7.0]]) == {"s": None, "df": 0}
+    assert stats.pooled_sd([[7.0]]) == {"s": None, "df": 0}
 
 
 def test_verdict_runs_and_full_rounds_interleave():

@@ -126,13 +126,19 @@ def test_real_archive_wrong_md5_names_both(tmp_path):
     assert "c32a1d4ab5d03f1284b67883e8d87530" in message
 
 
-def test_real_archive_extracts_after_md5_check(tmp_path):
+def extracts_after_md5_check(tmp_path):
+    """A CIFAR-10 archive of 4 images a file, fetched: the folder it gave."""
     s = datasets.spec("cifar10")
     payload = datasets.synthetic_records(s, 4, np.random.default_rng(0)).tobytes()
     archive = make_archive(tmp_path / "c.tar.gz", s.folder,
                            {f: payload for f in s.train_files + s.test_files})
     folder = datasets.fetch_real("cifar10", archive, expected_md5=datasets.md5sum(archive))
     assert (folder / "data_batch_3.bin").read_bytes() == payload
+    return folder
+
+
+def test_real_archive_extracts_after_md5_check(tmp_path):
+    extracts_after_md5_check(tmp_path)
 
 
 def test_a_python_without_tarfiles_data_filter_extracts_and_refuses_alike(tmp_path,
@@ -141,12 +147,7 @@ def test_a_python_without_tarfiles_data_filter_extracts_and_refuses_alike(tmp_pa
     extracts, and a member that climbs out of the folder is still refused (issue 55)."""
     import tarfile
     monkeypatch.delattr(tarfile, "data_filter", raising=False)
-    s = datasets.spec("cifar10")
-    payload = datasets.synthetic_records(s, 4, np.random.default_rng(0)).tobytes()
-    archive = make_archive(tmp_path / "c.tar.gz", s.folder,
-                           {f: payload for f in s.train_files + s.test_files})
-    folder = datasets.fetch_real("cifar10", archive, expected_md5=datasets.md5sum(archive))
-    assert (folder / "data_batch_3.bin").read_bytes() == payload
+    folder = extracts_after_md5_check(tmp_path)
     (folder.parent / "verified").unlink()  # as if this archive had not been taken yet
     hostile = make_archive(tmp_path / "h.tar.gz", "..", {"escaped": b"x"})
     with pytest.raises(UserError, match="not a plain file or folder inside"):
