@@ -25,10 +25,20 @@ def _user_errors(function):
         try:
             return function(*args, **kwargs)
         except UserError as exc:
-            raise Exit("error: %s" % exc, code=2)
+            raise Exit("error: %s" % exc, code=exc.exit_code)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM, after cleanup: no traceback
             raise Exit("interrupted", code=130)
     return wrapper
+
+
+def _exit_unless_whole(unfinished, run_id):
+    """Exit 3 when cells of the run failed, were disturbed or are pending (contract/errors.py
+    lists the codes): a script or a batch job can tell a whole run from one that is not."""
+    from contract.errors import EXIT_INCOMPLETE
+    if unfinished:
+        raise Exit("incomplete: run %s has %s cell(s); what was measured is kept (the report "
+                   "lists them); `invoke bench --run %s --retry-failed` runs the failed again"
+                   % (run_id, unfinished, run_id), code=EXIT_INCOMPLETE)
 
 
 def _listed():
@@ -125,19 +135,22 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
           retry_failed=False, force=False, profile_steps=None, max_hours=None, partition=None,
           sbatch=False, submit=False):
     """Run the matrix (or resume a run): one cell at a time on every node at once, watched,
-    stopped by pid."""
+    stopped by pid. Exits 0 when every cell is measured and usable, 2 when it refused to start
+    (bad input; pre-flight), 3 when cells failed, were disturbed or are pending, 130 when
+    interrupted."""
     from harness import commands
     o = _options(c, inventory=inventory, stack=stack, profile=profile, results=results)
-    commands.bench(o.inventory, o.stack, o.profile, o.results, run_id=run, dry_run=dry_run, benchmarks=benchmarks,
-                   systems=systems, epochs=commands.check_positive("epochs", epochs),
-                   steps=commands.check_positive("steps", steps), data=data,
-                   timeout=commands.check_positive("timeout", timeout),
-                   repeats=commands.check_positive("repeats", repeats), network=network,
-                   node_counts=nodes, fail_fast=fail_fast, retry_failed=retry_failed,
-                   force=force,
-                   profile_steps=commands.check_positive("profile-steps", profile_steps, 0),
-                   max_hours=commands.check_hours(max_hours), partition=partition,
-                   sbatch=sbatch, submit=submit)
+    outcome = commands.bench(
+        o.inventory, o.stack, o.profile, o.results, run_id=run, dry_run=dry_run,
+        benchmarks=benchmarks, systems=systems, epochs=commands.check_positive("epochs", epochs),
+        steps=commands.check_positive("steps", steps), data=data,
+        timeout=commands.check_positive("timeout", timeout),
+        repeats=commands.check_positive("repeats", repeats), network=network,
+        node_counts=nodes, fail_fast=fail_fast, retry_failed=retry_failed, force=force,
+        profile_steps=commands.check_positive("profile-steps", profile_steps, 0),
+        max_hours=commands.check_hours(max_hours), partition=partition, sbatch=sbatch,
+        submit=submit)
+    _exit_unless_whole(commands.unfinished(outcome), outcome and outcome.get("run_id"))
 
 
 @task(help=dict(COMMON, benchmarks="comma-separated subset", systems="comma-separated subset",
@@ -187,10 +200,12 @@ def compare(c, run_a, run_b, results=None, out=None):
 @task(help=dict(COMMON, results="results folder [invoke.yaml: results]"))
 @_user_errors
 def reproduce(c, inventory=None, stack=None, profile=None, data=None, results=None):
-    """provision, bench, collect, analyze in order; prints where the report is."""
+    """provision, bench, collect, analyze in order; prints where the report is. Exits as
+    bench does (0 whole, 2 refused, 3 incomplete: the report is written all the same)."""
     from harness import commands
     o = _options(c, inventory=inventory, stack=stack, profile=profile, results=results)
-    commands.reproduce(o.inventory, o.stack, o.profile, o.results, data=data)
+    built = commands.reproduce(o.inventory, o.stack, o.profile, o.results, data=data)
+    _exit_unless_whole(built["unfinished"], built["run_id"])
 
 
 @task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],

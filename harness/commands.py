@@ -11,7 +11,7 @@ from .nodes import datasets, inventory, access as nodes_mod, provision, stacks
 from .plan import estimate, matrix
 from .plan.options import BenchOptions
 from .clusters import links, slurm_jobs
-from contract.errors import UserError
+from contract.errors import RunIncomplete, UserError, incomplete_cells
 from contract.explain_plan import PLAN as EXPLAIN_PLAN
 from contract.runfolder import CellStatus, RunFolder
 
@@ -200,7 +200,7 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
             taken = launch.unusable(nodes, fresh=True) if outcomes[cell.id] != "succeeded" \
                 else ""
             if taken and index < len(cells):
-                raise UserError("%s: %d cell(s) left pending" % (taken, len(cells) - index),
+                raise RunIncomplete("%s: %d cell(s) left pending" % (taken, len(cells) - index),
                                 "resume with `invoke bench --run %s` once the nodes are back, "
                                 "or in a new allocation" % run_id)
             if fail_fast and outcomes[cell.id] != "succeeded" and index < len(cells):
@@ -222,6 +222,14 @@ def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(
     print("run %s: %d succeeded, %d failed; results in %s"
           % (run_id, len(outcomes) - len(failed), len(failed), path))
     return {"run_id": run_id, "path": path, "outcomes": outcomes}
+
+
+def unfinished(outcome):
+    """What keeps a bench's run from being whole ('2 failed, 1 disturbed'), over every cell of
+    its folder (a resume's earlier cells too), or '' (and for a dry run or a batch script)."""
+    if not isinstance(outcome, dict) or not outcome.get("path"):
+        return ""
+    return incomplete_cells(RunFolder(outcome["path"]).statuses())
 
 
 def shard_index(cell, nodes_count):
@@ -422,6 +430,7 @@ def reproduce(inventory_name, stack_name, profile, results, data=None):
     print("  claims:  %s" % built.get("verdicts"))
     if built.get("disturbed"):
         print("  disturbed: %s" % built["disturbed"])
+    built.update(unfinished=unfinished(outcome), run_id=outcome["run_id"])
     return built
 
 

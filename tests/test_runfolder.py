@@ -104,3 +104,32 @@ def test_bench_options_keep_the_manifest_and_the_resume_rules():
     assert options.command_line(False) == ["--fail-fast"]
     assert options.command_line(True) == ["--systems", "pytorch-sync", "--nodes", "1,2",
                                           "--fail-fast"]
+
+
+def test_a_run_is_whole_only_when_every_cell_succeeded_undisturbed(tmp_path):
+    """Exit codes (contract/errors.py): `bench` and `reproduce` exit 3 for a run with a failed,
+    disturbed or pending cell, over the whole folder (a resume's earlier cells too)."""
+    import invoke
+    import tasks
+    from harness import commands
+    run = RunFolder(tmp_path / "r1")
+    for cell, given in (("a", {"status": "succeeded"}), ("b", {"status": "succeeded"})):
+        run.save_status(CellStatus(cell, **given), now=1.0)
+    outcome = {"run_id": "r1", "path": run.path}
+    assert commands.unfinished(outcome) == ""
+    tasks._exit_unless_whole("", "r1")  # a whole run: no exit
+    run.save_status(CellStatus("b", status="succeeded", disturbed="node1: others 9%"), now=2.0)
+    run.save_status(CellStatus("c", status="failed", reason="timeout"), now=2.0)
+    run.save_status(CellStatus("d"), now=2.0)
+    assert commands.unfinished(outcome) == "1 failed, 1 disturbed, 1 pending"
+    with pytest.raises(invoke.Exit) as stopped:
+        tasks._exit_unless_whole(commands.unfinished(outcome), "r1")
+    assert stopped.value.code == 3 and "run r1 has 1 failed, 1 disturbed, 1 pending" in \
+        stopped.value.message
+    assert commands.unfinished(None) == "" and commands.unfinished({"printed": 1}) == ""
+
+
+def test_a_refusal_exits_2_and_a_run_stopped_midway_3():
+    from contract.errors import EXIT_INCOMPLETE, EXIT_REFUSED, RunIncomplete
+    assert UserError("bad").exit_code == EXIT_REFUSED == 2
+    assert RunIncomplete("node2 drained: 1 cell(s) left pending").exit_code == EXIT_INCOMPLETE

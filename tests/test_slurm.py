@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from contract.errors import EXIT_INCOMPLETE
 from harness.run import launch
 from harness.clusters import emulated as cluster
 from harness.clusters import slurm
@@ -259,7 +260,7 @@ def test_a_node_taken_away_mid_cell_fails_it_and_stops_the_run(allocate, tmp_pat
         env=env, timeout=30))
     out = _bench(env, tmp_path, run_id, check=False)
     thread.join(timeout=1)
-    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == EXIT_INCOMPLETE and "Traceback" not in out.stderr, out.stderr
     assert "1 cell(s) left pending" in out.stderr and "--run %s" % run_id in out.stderr
     states = _status(tmp_path, run_id)
     faulted = states["pytorch-sync"]
@@ -288,7 +289,7 @@ def test_the_allocations_time_limit_fails_the_cell_and_stops_the_run(allocate, t
     out = invoke("bench", "--inventory", "netns-slurm", "--systems", "pytorch-sync,mxnet-sync",
                  "--epochs", "1000", "--run", "limit", "--results", str(tmp_path), env=env,
                  check=False)  # the first cell runs for minutes: the minute's limit cuts it
-    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == EXIT_INCOMPLETE and "Traceback" not in out.stderr, out.stderr
     states = _status(tmp_path, "limit")
     faulted = states["pytorch-sync"]
     assert faulted["status"] == "failed", out.stdout
