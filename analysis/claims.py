@@ -185,11 +185,12 @@ def ratio_claim(claim, values, benchmarks, context, kind):
         ", ".join("%s %.2f" % (b, r[0]) for b, r in ratios.items()),
         "; below the floor: " + ", ".join(below) if below else "")
     verdict = band_verdict(low, high, claim["value"], tol)
-    if verdict == "inconclusive":
-        basis += "; " + to_decide(low, high, value, band(claim["value"], tol),
-                                  [values[(b, s)] for b in usable for s in (num, den)])
+    decide = to_decide(low, high, value, band(claim["value"], tol),
+                       [values[(b, s)] for b in usable for s in (num, den)]) \
+        if verdict == "inconclusive" else ""
+    basis += "; " + decide if decide else ""
     found = dict(row, measured=value, low=low, high=high, basis=basis, boot=boot,
-                 direction=direction_verdict(low, high, claim["value"]))
+                 direction=direction_verdict(low, high, claim["value"]), decide=decide)
     return _judge(found, verdict, len(usable), len(benchmarks))
 
 

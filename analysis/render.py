@@ -2,24 +2,32 @@
 figures embedded). A report is a list of blocks:
   ("h1" | "h2" | "h3", text)   ("p", text)   ("list", [text, ...])
   ("table", header, rows)      ("img", png_path, caption)
+  ("columns", left blocks, right blocks): one after the other in Markdown, side by side in
+  HTML (the first screen: the claims figure beside what bears on it)
 """
 import base64
 import html
 from pathlib import Path
 
-STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}"
+STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:1em auto;line-height:1.4}"
+         "h1{font-size:1.6em;margin:0.3em 0}"
          "table{border-collapse:collapse;font-size:12px;margin:0.5em 0}"
          "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
          "th{background:#f0f0f0}img{max-width:100%}code{background:#f4f4f4}"
          ".reproduced{color:#1a7f37}.notrep{color:#c62828}.not{color:#777}"
-         ".warn{color:#b26a00}")
+         ".warn{color:#b26a00}"
+         ".columns{display:flex;gap:1em;align-items:flex-start}.columns>div{flex:1;min-width:0}"
+         ".columns img{max-height:45vh;object-fit:contain}.columns figure{margin:0}"
+         ".columns ul,.columns p,.columns figcaption{font-size:12px;margin:0.3em 0}")
 
 
 def markdown(blocks):
     out = []
     for block in blocks:
         kind = block[0]
-        if kind in ("h1", "h2", "h3"):
+        if kind == "columns":
+            out.append(markdown(block[1] + block[2]))
+        elif kind in ("h1", "h2", "h3"):
             out += ["#" * int(kind[1]) + " " + block[1], ""]
         elif kind == "p":
             out += [block[1], ""]
@@ -39,11 +47,19 @@ def _md_table(header, rows):
 
 
 def to_html(blocks, title):
-    out = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>%s</title><style>%s"
-           "</style></head><body>" % (html.escape(title), STYLE)]
+    return "\n".join(["<!DOCTYPE html><html><head><meta charset='utf-8'><title>%s</title>"
+                      "<style>%s</style></head><body>" % (html.escape(title), STYLE)]
+                     + _html_blocks(blocks) + ["</body></html>"])
+
+
+def _html_blocks(blocks):
+    out = []
     for block in blocks:
         kind = block[0]
-        if kind in ("h1", "h2", "h3"):
+        if kind == "columns":
+            out.append("<div class='columns'>%s</div>" % "".join(
+                "<div>%s</div>" % "\n".join(_html_blocks(side)) for side in block[1:]))
+        elif kind in ("h1", "h2", "h3"):
             out.append("<%s>%s</%s>" % (kind, _inline(block[1]), kind))
         elif kind == "p":
             out.append("<p>%s</p>" % _inline(block[1]))
@@ -56,14 +72,20 @@ def to_html(blocks, title):
             out.append("<figure><img alt='%s' src='data:image/png;base64,%s'><figcaption>%s"
                        "</figcaption></figure>" % (html.escape(block[2]), data,
                                                    html.escape(block[2])))
-    out.append("</body></html>")
-    return "\n".join(out)
+    return out
 
 
 def _inline(text):
-    """Escape, then turn `code` spans into <code>."""
+    """Escape, then turn `code` spans into <code> and **bold** into <strong>."""
     parts = html.escape(str(text)).split("`")
-    return "".join("<code>%s</code>" % p if i % 2 else p for i, p in enumerate(parts))
+    return "".join("<code>%s</code>" % p if i % 2 else _bold(p) for i, p in enumerate(parts))
+
+
+def _bold(text):
+    parts = text.split("**")
+    if len(parts) % 2 == 0:  # an odd number of ** : not markup
+        return text
+    return "".join("<strong>%s</strong>" % p if i % 2 else p for i, p in enumerate(parts))
 
 
 def _html_table(header, rows):

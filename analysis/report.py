@@ -10,8 +10,8 @@ import registry
 
 from contract import runfolder
 
-from . import (claims, consistency, explain, figures, memory, network, operators, render,
-               setup_text, stats, testbed, tidy, variation)
+from . import (answer, claims, consistency, explain, figures, memory, network, operators,
+               render, setup_text, stats, testbed, tidy, variation)
 
 PHASE_COLUMNS = ["step"] + tidy.PHASES
 PAPER, STEADY = "{:,}".format(tidy.PAPER_STEPS), "{:,}".format(tidy.PAPER_STEPS - 1)
@@ -57,15 +57,16 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
 
     bed = testbed.describe(manifest)
     figures.stamp("")  # no caveat of an earlier report in this process
-    blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))]
+    main = tidy.reference_groups(groups)  # the paper's network setting
+    spent, moved = _minutes(cells_seconds(run_path)), explain.moves(run_path)
+    first, method, summary["verdicts"] = claims_section(
+        main, bed, moved, manifest.get("profile"),
+        lambda rows, caveats: figure(figures.claims_forest(rows, out / "claims", caveats)),
+        lambda rows, forest, notes: answer.blocks(rows, manifest, bed, spent, forest, notes))
+    blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))] + first
     blocks += provenance(manifest, time_line(run_path, groups, manifest.get("profile")))
     blocks += setup_text.setup_section(bed)
-    main = tidy.reference_groups(groups)  # the paper's network setting
-    moved = explain.moves(run_path)
-    claim_blocks, summary["verdicts"] = claims_section(
-        main, bed, moved, manifest.get("profile"),
-        lambda rows, caveats: figure(figures.claims_forest(rows, out / "claims", caveats)))
-    blocks += claim_blocks
+    blocks += method
     summary["layout"] = bed["layout"]
     summary["against_paper"] = [d["text"] for d in bed["deviations"]
                                 if d["key"] in ("nodes", "threads", "shared_cores")]
@@ -162,18 +163,20 @@ def operators_section(out, records, ops, table, planned, figure, bed=None, moved
 
 
 CLAIM_HEADER = ["claim", "section", "paper", "measured", "95% interval", "tolerance band",
-                "verdict", "direction", "deviations that bear on it", "basis"]
+                "verdict", "direction", "deviations besides the common list", "basis"]
 
 
-def claims_table(rows, moved=None, stamp=""):
+def claims_table(rows, moved=None, stamp="", common=()):
     """moved: claim id -> what moves it most (an explain result in the run's folder), shown as
-    a column where there is one; stamp: what every verdict is (", indicative")."""
+    a column where there is one; stamp: what every verdict is (", indicative"); common: the
+    deviations named once above the table (answer.common_deviations)."""
     moved = moved or {}
     extra = ["what moves it (invoke explain)"] if any(c["id"] in moved for c in rows) else []
     return [("table", CLAIM_HEADER + extra,
-             [[c["text"], c["section"], render.value_text(c["paper"]), render.value_text(c["measured"]), _interval(c),
-               _band(c), c["verdict"] + (stamp if judged(c) else ""),
-               c.get("direction") or "", c["deviations"] or "none", c.get("basis", "")]
+             [[c["text"], c["section"], render.value_text(c["paper"]),
+               render.value_text(c["measured"]), _interval(c), _band(c),
+               c["verdict"] + (stamp if judged(c) else ""), c.get("direction") or "",
+               answer.apart(c, common), c.get("basis", "")]
               + ([moved.get(c["id"], "")] if extra else []) for c in rows])]
 
 
@@ -239,49 +242,48 @@ def _usable_repeats(groups):
     return groups.succeeded[groups.succeeded > 0] if len(groups) else groups.iloc[0:0]
 
 
-def claims_section(groups, bed, moved=None, profile=None, forest=None):
-    """forest(rows, caveats): the claims' figure, drawn first where given."""
+def claims_section(groups, bed, moved=None, profile=None, forest=None, first=None):
+    """The claims: (first-screen blocks, the method's blocks, tally). forest(rows, caveats):
+    the claims' figure; first(rows, forest block, the notes' headlines): the first screen's
+    lead (answer.blocks) before the table."""
     rows = claims.evaluate(groups, testbed=bed)
-    counts = {}
-    for c in rows:
-        word = c["verdict"].split(" (")[0]
-        counts[word] = counts.get(word, 0) + 1
-    tally = ", ".join("%d %s" % (n, w) for w, n in sorted(counts.items()))
     notes, stamp = evidence_notes(rows, groups, profile)
     caveats = ", ".join(c for c in (
         "smoke: a check of the machinery" if profile == "smoke" else "",
         "nodes share cores: not comparable" if bed.get("shares_cores") else "",
         stamp.strip(", ")) if c)
     figures.stamp(caveats)  # every later figure says what the forest's title says
-    shown = [("img", forest(rows, caveats), "The claims: measured ratio and 95% interval "
-              "against the paper's value and the tolerance band")] if forest else []
-    return [("h2", "The paper's claims")] + shown + [
-            ("p", "Paper values from `analysis/reference/paper.yml`. Every time is the "
-                  "paper-scale execution time: start-up + the steady step x the paper's "
-                  "remaining steps (Table IV: %s per worker), measured where a run made "
-                  "them. Intervals: 95%% confidence intervals of the expected time (and of the "
-                  "ratio of two expected times): with repeats, from the run-to-run variation "
-                  "of log time pooled over a benchmark's system-modes; with one repeat, "
-                  "that variation as the newest "
-                  "calibration on this CPU measured it, where there is one, else a block "
-                  "bootstrap over the run's steps only. What one more run would show is wider: "
-                  "the execution table shows it beside. Tolerance band (the package's assumption: the paper "
-                  "states no uncertainty): the paper's value divided or multiplied by "
-                  "1 + tolerance, symmetric in log space, so that a ratio and its inverse are "
-                  "judged alike. A claim averaged over benchmarks: the geometric mean of their "
-                  "ratios (the paper does not say how it averaged; the arithmetic mean is in "
-                  "the basis). Verdicts, the test of the interval against the band: "
-                  "reproduced (the whole interval inside the band), not reproduced (wholly "
-                  "outside it), inconclusive (it straddles an edge; the basis says about how "
-                  "many repeats of each cell would likely decide it), partial (k of "
-                  "n benchmarks), not comparable (the setup cannot support it; the value is "
-                  "still shown), not measured. Direction: whether the interval lies on the "
-                  "paper's side of 1 (holds), on the other (contradicted), or holds 1 "
-                  "(unclear), whatever the size; not judged where the verdict is partial or "
-                  "not comparable (what the measured part showed is in the basis). "
-                  "Deviations: the section above. %s." % (PAPER, tally))
-            ] + [("p", n) for n in notes] + claims_table(rows, moved, stamp) + [
-        ("p", claims.coverage_text())], tally
+    shown = ("img", forest(rows, caveats), "The claims: measured ratio and 95% interval "
+             "against the paper's value and the tolerance band") if forest else None
+    common = answer.common_deviations(rows)
+    heads = [n.split("** ")[0] + "**" for n in notes if n.startswith("**")]
+    lead = first(rows, shown, heads) if first else []
+    return lead + claims_table(rows, moved, stamp, common), [
+        ("h2", "The paper's claims: how they are judged"),
+        ("p", "Paper values from `analysis/reference/paper.yml`. Every time is the "
+              "paper-scale execution time: start-up + the steady step x the paper's "
+              "remaining steps (Table IV: %s per worker), measured where a run made "
+              "them. Intervals: 95%% confidence intervals of the expected time (and of the "
+              "ratio of two expected times): with repeats, from the run-to-run variation "
+              "of log time pooled over a benchmark's system-modes; with one repeat, "
+              "that variation as the newest calibration on this CPU measured it, where "
+              "there is one, else a block bootstrap over the run's steps only. What one "
+              "more run would show is wider: the execution table shows it beside. "
+              "Tolerance band (the package's assumption: the paper states no "
+              "uncertainty): the paper's value divided or multiplied by 1 + tolerance, "
+              "symmetric in log space, so that a ratio and its inverse are judged alike. A "
+              "claim averaged over benchmarks: the geometric mean of their ratios (the "
+              "paper does not say how it averaged; the arithmetic mean is in the basis). "
+              "Verdicts, the test of the interval against the band: reproduced (the whole "
+              "interval inside the band), not reproduced (wholly outside it), inconclusive "
+              "(it straddles an edge; the basis says about how many repeats of each cell "
+              "would likely decide it), partial (k of n benchmarks), not comparable (the "
+              "setup cannot support it; the value is still shown), not measured. "
+              "Direction: whether the interval lies on the paper's side of 1 (holds), on "
+              "the other (contradicted), or holds 1 (unclear), whatever the size; not "
+              "judged where the verdict is partial or not comparable (what the measured "
+              "part showed is in the basis). Deviations: the setup section." % PAPER)
+    ] + [("p", n) for n in notes] + [("p", claims.coverage_text())], answer.tally(rows)
 
 
 def _interval(row):
@@ -617,12 +619,9 @@ def time_line(run_path, groups, profile):
     """What the run's cells cost against the paper's length, in every report: the verdict
     profile's budget (docs/methodology.md, "Three repeats") counts each setting's paper-scale
     time once, not once per repeat."""
-    folder = Path(run_path)
-    statuses = list(folder.glob("*/" + runfolder.STATUS))
-    statuses += folder.glob("%s/*/%s" % (runfolder.ATTEMPTS, runfolder.STATUS))
-    spent = sum((runfolder.read_json(p, {}) or {}).get("seconds") or 0 for p in statuses)
+    spent, launches = cells_seconds(run_path), len(_statuses(run_path))
     line = ("time: the cells took %s in %d launch(es), attempts set aside included (the "
-            "contention probe and provisioning not counted)" % (_minutes(spent), len(statuses)))
+            "contention probe and provisioning not counted)" % (_minutes(spent), launches))
     paper = groups.execution_seconds.dropna() if len(groups) else groups
     if profile == "paper" or not len(paper) or not spent:
         return line
@@ -634,6 +633,19 @@ def time_line(run_path, groups, profile):
     if share > 0.5:  # LeNet-5: start-up and the launches weigh more than the steps
         line += "; at that share, `--profile paper` would measure the paper's length itself"
     return line
+
+
+def _statuses(run_path):
+    """Every launch's status file: the cells' and the attempts set aside."""
+    folder = Path(run_path)
+    return list(folder.glob("*/" + runfolder.STATUS)) + list(
+        folder.glob("%s/*/%s" % (runfolder.ATTEMPTS, runfolder.STATUS)))
+
+
+def cells_seconds(run_path):
+    """What the run's launches took, attempts set aside included."""
+    return sum((runfolder.read_json(p, {}) or {}).get("seconds") or 0
+               for p in _statuses(run_path))
 
 
 def _minutes(seconds):

@@ -1030,15 +1030,19 @@ def test_every_figure_carries_the_runs_caveats_and_no_colour_means_two_things(tm
 
 def test_the_claims_figure_comes_first_with_every_ratio_claim_and_the_runs_caveats(tmp_path):
     """LeNet-5 with TF-sync at 100 s, MXNet-sync at 156 s and PyTorch at 87 s, one repeat: the
-    report opens its claims with the forest plot (claims.png), stamped indicative."""
+    report opens with the run's line, the tally and the forest plot (claims.png), stamped
+    indicative, before the claims table."""
     import matplotlib.pyplot as plt
     cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 100.0), ("mxnet-sync", 156.0), ("pytorch-sync", 87.0))]
     run = known_run.write_run(tmp_path, cells)
     built = report.build(run, quiet=True)
     text = built["report"].read_text()
-    claims_part = text.split("## The paper's claims", 1)[1]
-    assert claims_part.lstrip().startswith("![The claims: measured ratio")
+    lead = text.split("\n\n")[1:4]
+    assert lead[0].startswith("**What was run:** the fixture profile, 3 system-mode(s) x "
+                              "lenet5-cifar10, 1 repeat(s)"), lead
+    assert lead[1].startswith("**Claims: 3 reproduced, 1 not reproduced, 6 partial, "), lead
+    assert lead[2].startswith("![The claims: measured ratio"), lead
     assert (run / "analysis" / "claims.png").is_file()
     rows = claims.evaluate(tidy.reference_groups(built["groups"]))
     drawn = []
@@ -1293,3 +1297,27 @@ def test_t_quantiles_and_the_repeats_that_would_decide_a_claim():
     low, high = 1.6 * math.exp(-0.25), 1.6 * math.exp(0.25)
     assert stats.repeats_to_decide(low, high, 1.6, (1.25, 1.95), 3, 10) == 5
     assert stats.repeats_to_decide(low, high, 1.95, (1.25, 1.95), 3, 10) is None
+
+
+def test_the_first_screen_names_common_deviations_once_and_each_row_what_differs():
+    """Deviations on more than half of the claims are the common list; a row shows what it
+    adds ('+ ...') or lacks ('not ...'); inconclusive claims are grouped by what would decide
+    them."""
+    from analysis import answer
+    rows = [{"id": "r1", "deviations": "threads; nodes; placement", "verdict": "inconclusive",
+             "decide": "about 7 repeats of each cell (now 3) would likely decide it"},
+            {"id": "r2", "deviations": "threads; nodes", "verdict": "reproduced"},
+            {"id": "r3", "deviations": "threads; nodes; link", "verdict": "inconclusive",
+             "decide": "about 7 repeats of each cell (now 3) would likely decide it"},
+            {"id": "r4", "deviations": "", "verdict": "not measured"}]
+    common = answer.common_deviations(rows)
+    assert common == ["threads", "nodes"]  # 3 of 4 each; placement and link 1 of 4
+    assert [answer.apart(r, common) for r in rows] == [
+        "+ placement", "the common list", "+ link", "not threads; nodes"]
+    assert answer.decide_items(rows) == [
+        "about 7 repeats of each cell (now 3) would likely decide it: r1, r3"]
+    assert answer.tally(rows) == "1 reproduced, 2 inconclusive, 1 not measured"
+    bed = {"deviations": [{"key": "threads", "text": "1 compute thread(s) per worker (paper: "
+                                                     "4 vCPUs per node)"}]}
+    (item, _) = answer.deviation_items(common, bed)
+    assert item.startswith("**threads** (1 compute thread(s) per worker): compute slower")

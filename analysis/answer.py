@@ -1,0 +1,124 @@
+"""The report's first screen: what was run in one line, the claims' tally, the deviations that
+bear on most claims (named once, with what each is expected to do to the numbers), and what
+would decide the inconclusive claims. The claims table then names, per row, only what sets
+that claim apart from the common list."""
+from collections import Counter
+
+# What each deviation of the setup is expected to do to the numbers: the package's
+# expectation, not a measurement and not the paper's (docs/methodology.md has the evidence
+# where there is some). One line each: the first screen lists them.
+EFFECT = {
+    "shared_cores": "nodes take CPU from each other: time claims not comparable",
+    "sharing_unsure": "shared cores not ruled out: ratios may be skewed",
+    "emulated_cpu": "emulated CPUs, 50-300x slower and uneven: time claims not comparable",
+    "cpu": "other kernels at another speed: times differ, ratios move where one framework "
+           "gains more",
+    "threads": "compute slower than on 4 vCPUs; frameworks that thread differently move "
+               "apart",
+    "nodes": "smaller global batch, fewer peers: communication and its ratios move",
+    "memory": "none on time unless memory runs short",
+    "versions": "kernels and communication changed since: any ratio may move",
+    "python": "a little less overhead per step: small against compute",
+    "tf_kernels": "TensorFlow's compute likely faster than the paper's: its gaps smaller",
+    "kernels": "that framework's compute time moves",
+    "placement": "a coordinator on node 1 takes a little CPU: that system-mode a little slower",
+    "async_communication": "tensorflow-async's communication holds the chief's dispatch: "
+                           "larger than a transfer",
+    "link": "communication shorter than on any network: favours who communicates most",
+    "data": "the same work per step: time unchanged",
+    "page_cache": "loading shorter than from disk",
+    "steps": "a short run reads a few percent off the long one (docs/methodology.md, "
+             "\"The verdict profile\")",
+    "epochs": "TensorFlow's input cache after epoch 1 unseen: its loading reads high",
+}
+
+
+def run_line(manifest, bed, minutes):
+    """One line: profile, benchmarks, system-modes, repeats, nodes, stack, data, time."""
+    cells = manifest.get("cells") or []
+    benchmarks = sorted({c["benchmark"] for c in cells if c.get("benchmark")})
+    systems = {c["system"] for c in cells if c.get("system")}
+    repeats = 1 + max([c.get("repeat") or 0 for c in cells] or [0])
+    hosts = (manifest.get("inventory") or {}).get("hosts") or []
+    threads = sorted({h.get("vcpus") for h in hosts if h.get("vcpus")})
+    versions = ", ".join("%s %s" % (name, "/".join(v["run"]) or "-")
+                         for name, v in sorted(bed["versions"].items()))
+    return ("**What was run:** the %s profile, %d system-mode(s) x %s, %d repeat(s), on %d "
+            "%s node(s) of %s thread(s); %s (stack %s); %s data; the cells took %s." % (
+                manifest.get("profile"), len(systems), ", ".join(benchmarks) or "no benchmark",
+                repeats, len(hosts), (manifest.get("inventory") or {}).get("name", "?"),
+                "/".join(map(str, threads)) or "?", versions,
+                (manifest.get("stack") or {}).get("name"), "/".join(bed["data"]) or "?",
+                minutes))
+
+
+def tally(rows):
+    """'3 reproduced, 5 inconclusive, 29 not measured' in a fixed order of the verdicts."""
+    order = ["reproduced", "not reproduced", "inconclusive", "partial", "not comparable",
+             "not measured"]
+    counts = Counter(r["verdict"].split(" (")[0] for r in rows)
+    return ", ".join("%d %s" % (counts[w], w) for w in sorted(
+        counts, key=lambda w: order.index(w) if w in order else len(order)))
+
+
+def common_deviations(rows):
+    """The deviations that bear on more than half of the claims, in the order first seen."""
+    keys = [r["deviations"].split("; ") for r in rows if r["deviations"]]
+    counts = Counter(k for found in keys for k in found)
+    return [k for k in counts if counts[k] * 2 > len(rows)]
+
+
+def apart(row, common):
+    """What sets one claim's deviations apart from the common list: '+ placement',
+    'not memory; cpu', or 'the common list'."""
+    mine = row["deviations"].split("; ") if row["deviations"] else []
+    extra = [k for k in mine if k not in common]
+    missing = [k for k in common if k not in mine]
+    parts = (["+ " + "; ".join(extra)] if extra else []) + \
+        (["not " + "; ".join(missing)] if missing else [])
+    return ", ".join(parts) or "the common list"
+
+
+def deviation_items(common, bed):
+    """Each common deviation once: what it is here, and what it is expected to do."""
+    texts = {}
+    for d in bed["deviations"]:
+        texts.setdefault(d["key"], d["text"])
+    return ["**%s** (%s): %s" % (key, _first_clause(texts.get(key, "")),
+                                 EFFECT.get(key, "not stated"))
+            for key in common]
+
+
+def _first_clause(text):
+    """The deviation's own words up to its first ' (', ';', ': ' or ', as': what differs, not
+    its sources (the setup section gives each whole)."""
+    cuts = [i for i in (text.find(sep) for sep in (" (", "; ", ": ", ", as ")) if i > 0]
+    return text[:min(cuts or [len(text)])]
+
+
+def decide_items(rows):
+    """For the inconclusive claims: what would likely decide them, the claims grouped."""
+    grouped = {}
+    for r in rows:
+        if r["verdict"].startswith("inconclusive"):
+            grouped.setdefault(r.get("decide") or "not said", []).append(r["id"])
+    return ["%s: %s" % (how, ", ".join(ids)) for how, ids in sorted(grouped.items())]
+
+
+def blocks(rows, manifest, bed, minutes, forest, notes):
+    """The first screen's blocks; forest: the claims figure's block (or none); notes: the
+    evidence's one-line caveats (smoke, indicative)."""
+    common = common_deviations(rows)  # claims_section computes the same for the table
+    out = [("p", run_line(manifest, bed, minutes)),
+           ("p", "**Claims: %s.**%s" % (tally(rows), "".join(" " + n for n in notes)))]
+    side = []
+    if common:
+        side += [("p", "Deviations that bear on most claims, and what each is expected to do "
+                       "(the package's expectation; each claim's row names only what differs "
+                       "from this list, the setup section each whole):"),
+                 ("list", deviation_items(common, bed))]
+    decide = decide_items(rows)
+    if decide:
+        side += [("p", "What would decide the inconclusive claims:"), ("list", decide)]
+    out.append(("columns", [forest] if forest else [], side))  # side by side in report.html
+    return out
