@@ -52,6 +52,9 @@ SYSTEM_BEARING = {"tf_kernels": ("execution", "communication", "operators"),
                   "kernels": ("execution", "communication", "operators"),
                   "placement": ("execution", "communication"),
                   "async_communication": ("communication",)}
+# deviations that bear on these kinds of claim, and only on the claims about one of their
+# `benchmarks`
+BENCHMARK_BEARING = {"parameters": ("communication",)}
 NOT_COMPARABLE = ("shared_cores", "emulated_cpu")
 
 
@@ -69,7 +72,8 @@ def coverage_text(path=COVERAGE):
             kind = re.split(r"[:(]", s["why"])[0].strip()
             reasons[kind] = reasons.get(kind, 0) + 1
     return ("Coverage of the paper (`analysis/reference/coverage.yml`, each with its quote): "
-            "%d statements in sections IV-V and Tables II-V; %d encoded as the claims above; "
+            "%d statements of the abstract and sections III-VII, Tables II-V among them; %d "
+            "encoded as the claims above; "
             "%d not: %s." % (len(statements), encoded, len(statements) - encoded, "; ".join(
                 "%d %s" % (n, k) for k, n in sorted(reasons.items(), key=lambda i: -i[1]))))
 
@@ -158,21 +162,23 @@ def point(value):
 
 
 def ratio_claim(claim, values, benchmarks, context, kind):
+    """numerator / denominator on each benchmark where both ran, aggregated; a denominator
+    may be a list (every MXNet mode: each (benchmark, mode) is one ratio)."""
     tol = claim.get("tolerance", context["tolerance"])
     row = _row(claim, claim["value"], tol, context, kind)
-    num, den = claim["numerator"], claim["denominator"]
-    measured = [b for b in benchmarks if (b, num) in values and (b, den) in values]
-    if not measured:
+    num, dens = claim["numerator"], sides(claim["denominator"])
+    pairs = [(b, d) for b in benchmarks for d in dens if (b, num) in values and (b, d) in values]
+    if not pairs:
         return dict(row, verdict="not measured", basis="no benchmark with both system-modes")
     floor = context["floors"].get(_floor_key(kind))
-    usable = [b for b in measured if not floor or min(values[(b, num)]["per_step"],
-                                                      values[(b, den)]["per_step"]) >= floor]
-    below = [b for b in measured if b not in usable]
+    usable = [(b, d) for b, d in pairs if not floor or min(
+        values[(b, num)]["per_step"], values[(b, d)]["per_step"]) >= floor]
+    below = sorted({b for b, d in pairs if (b, d) not in usable})
     if not usable:
         return dict(row, verdict="inconclusive", basis="below the floor of %g s per step: %s"
-                    % (floor, ", ".join(b for b in below)))
-    ratios = {b: (values[(b, num)]["value"] / values[(b, den)]["value"],
-                  values[(b, num)]["boot"] / values[(b, den)]["boot"]) for b in usable}
+                    % (floor, ", ".join(below)))
+    ratios = {(b, d): (values[(b, num)]["value"] / values[(b, d)]["value"],
+                       values[(b, num)]["boot"] / values[(b, d)]["boot"]) for b, d in usable}
     how = claim.get("aggregate", "geometric mean")
     pick = np.max if how == "max" else geometric_mean
     value = float(pick([r[0] for r in ratios.values()]))
@@ -180,18 +186,42 @@ def ratio_claim(claim, values, benchmarks, context, kind):
     low, high = stats.interval(boot)
     arithmetic = "" if how == "max" or len(ratios) < 2 else \
         " (arithmetic mean %.2f)" % np.mean([r[0] for r in ratios.values()])
+    done = sorted({b for b, _ in usable})
     basis = "%s of %s/%s over %d of %d benchmark(s)%s: %s%s" % (
-        how, num, den, len(usable), len(benchmarks), arithmetic,
-        ", ".join("%s %.2f" % (b, r[0]) for b, r in ratios.items()),
+        how, num, ",".join(dens), len(done), len(benchmarks), arithmetic,
+        ", ".join("%s%s %.2f" % (b, "" if len(dens) == 1 else " " + d, r[0])
+                  for (b, d), r in ratios.items()),
         "; below the floor: " + ", ".join(below) if below else "")
+    direction = direction_verdict(low, high, claim["value"])
+    if len(dens) > 1:
+        modes, direction = every_mode(ratios, claim["value"])
+        basis += "; " + modes
     verdict = band_verdict(low, high, claim["value"], tol)
     decide = to_decide(low, high, value, band(claim["value"], tol),
-                       [values[(b, s)] for b in usable for s in (num, den)]) \
+                       [values[(b, s)] for b, d in usable for s in (num, d)]) \
         if verdict == "inconclusive" else ""
     basis += "; " + decide if decide else ""
     found = dict(row, measured=value, low=low, high=high, basis=basis, boot=boot,
-                 direction=direction_verdict(low, high, claim["value"]), decide=decide)
-    return _judge(found, verdict, len(usable), len(benchmarks))
+                 direction=direction, decide=decide)
+    return _judge(found, verdict, len(done), len(benchmarks))
+
+
+def sides(named):
+    """A claim's side as a list: one system-mode, or several (every mode of a framework)."""
+    return list(named) if isinstance(named, (list, tuple)) else [named]
+
+
+def every_mode(ratios, paper):
+    """For a claim over several modes ("in every training mode"): each (benchmark, mode)'s
+    direction by its 95% interval; the claim's direction holds only if it holds for every one,
+    is contradicted if any one is. (basis text, direction)."""
+    found = {key: direction_verdict(*stats.interval(boot), paper)
+             for key, (_, boot) in ratios.items()}
+    words = set(found.values())
+    direction = "contradicted" if "contradicted" in words else (
+        "holds" if words == {"holds"} else "unclear")
+    return "in every mode: %s" % ", ".join(
+        "%s %s %s" % (b, d, word) for (b, d), word in found.items()), direction
 
 
 def to_decide(low, high, value, edges, estimates):
@@ -268,7 +298,7 @@ def _judge(row, verdict, measured, of):
 
 def _not_judged(row, measured, of):
     """The direction column of a claim the run cannot judge: an average over benchmarks seen
-    on some of them only (the paper names LeNet-5 as an exception to its averages, V-A, V-B),
+    on some of them only (V-A makes LeNet-5 the exception to its ranking of the frameworks),
     or a setup that cannot support it. What the measured part said stays in the basis."""
     if not row.get("direction"):
         return ""
@@ -355,6 +385,10 @@ def _order(row, values, systems, what):
 
 
 def _bears(deviation, claim, kind):
+    if deviation["key"] in BENCHMARK_BEARING:
+        return kind in BENCHMARK_BEARING[deviation["key"]] and bool(
+            set(deviation.get("benchmarks") or ()) & set(claim.get("benchmarks") or
+                                                         PAPER_BENCHMARKS))
     if deviation["key"] in SYSTEM_BEARING:
         return kind in SYSTEM_BEARING[deviation["key"]] and bool(
             set(deviation.get("systems") or ()) & claim_systems(claim))
@@ -366,7 +400,8 @@ def claim_systems(claim):
     than the others"), which measures them all."""
     if claim.get("fastest") or claim.get("slower_than_all_others"):
         return set(registry.systems())
-    found = {claim[k] for k in ("numerator", "denominator", "faster") if claim.get(k)}
+    found = {s for k in ("numerator", "denominator", "faster") if claim.get(k)
+             for s in sides(claim[k])}
     return found | set(claim.get("more") or ()) | set(claim.get("than") or ())
 
 

@@ -523,7 +523,7 @@ def test_a_verdict_run_says_how_many_steps_it_may_run_and_how_it_projects():
                                                                          (160, True)]
     texts = [d["text"] for d in bed["deviations"] if d["key"] == "steps"]
     assert texts[0].startswith("30 steps per worker")
-    assert texts[1].startswith("up to 160 steps per worker (the verdict profile")
+    assert texts[1].startswith("up to 160 steps per worker (the verdict size")
     facts = setup_text.setup_section(bed)[1][1]
     assert "steps per worker: 1 epoch(s) x 30 = 30, 2-4 epochs x 40 = up to 160" in facts[-2]
 
@@ -654,7 +654,7 @@ def test_the_claims_say_what_their_evidence_is(tmp_path):
                             samples=c["seconds"] / 30 * spread) for c in matrix(2.65)]
     run = known_run.write_run(tmp_path / "one", cells, manifest={"profile": "smoke"})
     text = report.build(run, quiet=True)["report"].read_text()
-    assert "**The smoke profile checks the machinery; it is not a measurement.**" in text
+    assert "**The smoke size checks the machinery; it is not a measurement.**" in text
     assert "**One repeat per cell: run-to-run variation was not measured.**" in text
     (row,) = [l for l in text.splitlines() if l.startswith("| Synchronous: TensorFlow is "
                                                            "slower than PyTorch")]
@@ -857,7 +857,7 @@ def test_one_repeat_everywhere_is_indicative_or_takes_a_calibrations_variation(t
     built = report.build(run, quiet=True)
     text = built["report"].read_text()
     assert "run-to-run variation was not measured" not in text
-    assert "calibration-20261128-100000 (paper profile, 10 df) measured on this CPU" in text
+    assert "calibration-20261128-100000 (paper size, 10 df) measured on this CPU" in text
     torch = built["groups"].set_index("system").loc["pytorch-sync"]
     assert torch.ci_low == pytest.approx(100.0 * math.exp(-2.228 * 0.05), rel=0.02)
     assert torch.ci_high == pytest.approx(100.0 * math.exp(2.228 * 0.05), rel=0.02)
@@ -1039,7 +1039,7 @@ def test_the_claims_figure_comes_first_with_every_ratio_claim_and_the_runs_cavea
     built = report.build(run, quiet=True)
     text = built["report"].read_text()
     lead = text.split("\n\n")[1:4]
-    assert lead[0].startswith("**What was run:** the fixture profile, 3 system-mode(s) x "
+    assert lead[0].startswith("**What was run:** the fixture size, 3 system-mode(s) x "
                               "lenet5-cifar10, 1 repeat(s)"), lead
     assert lead[1].startswith("**Claims: 3 reproduced, 1 not reproduced, 6 partial, "), lead
     assert lead[2].startswith("![The claims: measured ratio"), lead
@@ -1241,13 +1241,13 @@ def test_the_report_sets_the_runs_time_against_the_papers_length_once_per_settin
     line = report.time_line(tmp_path, groups, "verdict")
     assert line.startswith("time: the cells took 35 s in 4 launch(es)")
     assert "the same 2 setting(s) at the paper's length: 11.7 min projected" in line
-    assert "took 5.0% of it (the verdict profile's goal: 5%)" in line
+    assert "took 5.0% of it (the verdict size's goal: 5%)" in line
     assert report.time_line(tmp_path, groups, "paper").endswith("provisioning not counted)")
     assert "goal" not in report.time_line(tmp_path, groups, "smoke")
     assert "paper" not in line.split("goal")[1]
     short = pd.DataFrame({"execution_seconds": [50.0]})  # LeNet-5: 35 s against 50 s
     assert report.time_line(tmp_path, short, "verdict").endswith(
-        "took 70.0% of it (the verdict profile's goal: 5%); at that share, `--profile paper` "
+        "took 70.0% of it (the verdict size's goal: 5%); at that share, `--size paper` "
         "would measure the paper's length itself")
 
 
@@ -1321,3 +1321,47 @@ def test_the_first_screen_names_common_deviations_once_and_each_row_what_differs
                                                      "4 vCPUs per node)"}]}
     (item, _) = answer.deviation_items(common, bed)
     assert item.startswith("**threads** (1 compute thread(s) per worker): compute slower")
+
+
+def test_mxnet_faster_than_pytorch_in_every_mode_is_checked_for_every_mode(tmp_path):
+    """V-D: "MXNet, in every training mode, is again faster than PyTorch up to 1.37X": the
+    largest ratio over both datasets and both MXNet modes is the value, and the direction holds
+    only where every mode is faster (it once was checked against mxnet-sync alone)."""
+    def judged(async_seconds):
+        cells = [known_run.cell(b, s, v) for b in ("resnet18-cifar10", "resnet18-cifar100")
+                 for s, v in (("pytorch-sync", 137.0), ("mxnet-sync", 100.0),
+                              ("mxnet-async", async_seconds))]
+        run = known_run.write_run(tmp_path / str(async_seconds), cells)
+        groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
+        rows = claims.evaluate(tidy.reference_groups(groups))
+        return [r for r in rows if r["id"] == "resnet18_pytorch_vs_mxnet"][0]
+    both = judged(120.0)
+    assert both["measured"] == pytest.approx(1.37) and both["verdict"].startswith("reproduced")
+    assert "resnet18-cifar10 mxnet-async 1.14" in both["basis"]
+    assert both["direction"] == "holds"
+    slow = judged(160.0)  # asynchronous MXNet slower than PyTorch: 137 / 160 = 0.86
+    assert slow["measured"] == pytest.approx(1.37)
+    assert slow["direction"] == "contradicted", slow["basis"]
+    assert "resnet18-cifar100 mxnet-async contradicted" in slow["basis"]
+
+
+def test_table_iis_parameter_counts_are_a_deviation_of_those_benchmarks_communication():
+    """AlexNet 57.0M and ResNet-50 23.5M against Table II's 62M and 25M: named, with its cause
+    (the package's reading), beside the communication claims of those benchmarks only."""
+    manifest = {"inventory": {"hosts": [{"name": "node1", "vcpus": 4, "connection": "local"}]},
+                "cells": [{"system": "pytorch-sync", "benchmark": "alexnet-cifar10"},
+                          {"system": "pytorch-sync", "benchmark": "lenet5-cifar10"}]}
+    (found,) = [d for d in testbed.describe(manifest)["deviations"] if d["key"] == "parameters"]
+    assert found["benchmarks"] == ["alexnet-cifar10"]
+    assert found["text"].startswith("alexnet: Table II gives alexnet 62M parameters; the "
+                                    "package's networks have alexnet 57.0M")
+    context = {"deviations": [found]}
+    reference = claims.load_reference()
+    by_id = {c["id"]: c for c in reference["sections"]}
+    bears = lambda claim_id, kind: "parameters" in claims._row(  # noqa: E731
+        by_id[claim_id], 1.0, 0.25, context, kind)["deviations"]
+    assert bears("alexnet_comm_tf_sync_vs_mxnet_sync", "communication")
+    assert not bears("alexnet_tf_sync_vs_pytorch", "execution")
+    assert not bears("resnet18_comm_pytorch_vs_mxnet_sync", "communication")
+    lenet_only = dict(manifest, cells=manifest["cells"][1:])
+    assert "parameters" not in {d["key"] for d in testbed.describe(lenet_only)["deviations"]}
