@@ -3,6 +3,7 @@
 Options in, one call into harness/, nothing else. Defaults come from invoke.yaml.
 """
 import functools
+import sys
 from types import SimpleNamespace
 
 from invoke import Collection, Exit, task
@@ -15,6 +16,15 @@ def _options(c, **given):
     section: the one place where defaults are merged."""
     defaults = c.config.get("dlbench", {})
     return SimpleNamespace(**{k: defaults.get(k) if v is None else v for k, v in given.items()})
+
+
+def _size(size, profile):
+    """--size, or its old name --profile with a notice: one word per concept (docs/glossary.md)."""
+    if profile is None:
+        return size
+    print("notice: --profile is now --size (a run's size); --profile works for now",
+          file=sys.stderr)
+    return profile if size is None else size
 
 
 def _user_errors(function):
@@ -66,11 +76,13 @@ COMMON = {
     "inventory": "inventory name in inventory/ (%s) or a path to an Ansible YAML inventory "
                  "[invoke.yaml: local]" % LISTED.inventories,
     "stack": "version set in stacks/ (%s) [invoke.yaml: current]" % LISTED.stacks,
-    "profile": "smoke (the five system-modes on LeNet-5, %s), quick (all 30 cells, %s), "
-               "verdict (all 30 cells, %s: a projection of paper) or paper (Tables III-IV: %s) "
-               "[invoke.yaml: smoke]" % LISTED.shapes,
+    "size": "the run's size: smoke (the five system-modes on LeNet-5, %s), quick (all 30 "
+            "cells, %s), verdict (all 30 cells, %s: a projection of paper) or paper (Tables "
+            "III-IV: %s) [invoke.yaml: smoke]" % LISTED.shapes,
+    "profile": "the old name of --size, kept for now ('profile' now means operator "
+               "profiles only)",
     "data": "synthetic (generated CIFAR-format data) or real (the official archives); "
-            "default: the profile's",
+            "default: the size's",
 }
 
 
@@ -84,11 +96,11 @@ COMMON = {
                            "needs into this folder here, push them, and install from them "
                            "alone (docs/reproducing.md)"))
 @_user_errors
-def provision(c, inventory=None, stack=None, profile=None, data=None, data_archive=None,
-              nodes=None, frameworks=None, wheelhouse=None):
+def provision(c, inventory=None, stack=None, size=None, profile=None, data=None,
+              data_archive=None, nodes=None, frameworks=None, wheelhouse=None):
     """Build the framework envs, install bench/, push dataset shards, record host facts."""
     from harness.nodes import provision as prov
-    o = _options(c, inventory=inventory, stack=stack, profile=profile)
+    o = _options(c, inventory=inventory, stack=stack, profile=_size(size, profile))
     prov.run(o.inventory, o.stack, o.profile, data=data, archive=data_archive, nodes=nodes,
              frameworks=frameworks.split(",") if frameworks else None, wheelhouse=wheelhouse)
 
@@ -105,12 +117,12 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                         "write it; change nothing on any node",
                 benchmarks="comma-separated subset of: %s" % LISTED.benchmarks,
                 systems="comma-separated subset of: %s" % ",".join(registry.systems()),
-                epochs="override the profile's epochs",
-                steps="override the profile's steps per epoch",
-                timeout="seconds before a cell is stopped (default: from the profile)",
+                epochs="override the size's epochs",
+                steps="override the size's steps per epoch",
+                timeout="seconds before a cell is stopped (default: from the size)",
                 repeats="run every cell N times, each time every cell in a new random order "
                         "(the analysis gives each setting's expected time a 95%% confidence "
-                        "interval) [the verdict profile %d, others 1]"
+                        "interval) [the verdict size %d, others 1]"
                         % LISTED.verdict_repeats,
                 nodes="scaling: run each cell on the first k hosts for each k, e.g. 1,2,3 "
                       "(local batch stays %d; provision with the same --nodes)"
@@ -129,9 +141,9 @@ def provision(c, inventory=None, stack=None, profile=None, data=None, data_archi
                 submit="--sbatch, and submit the script (sbatch)",
                 results="results folder [invoke.yaml: results]"))
 @_user_errors
-def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
-          benchmarks=None, systems=None, epochs=None, steps=None, data=None, timeout=None,
-          repeats=None, network=None, nodes=None, results=None, fail_fast=False,
+def bench(c, inventory=None, stack=None, size=None, profile=None, run=None,
+          dry_run=False, benchmarks=None, systems=None, epochs=None, steps=None, data=None,
+          timeout=None, repeats=None, network=None, nodes=None, results=None, fail_fast=False,
           retry_failed=False, force=False, profile_steps=None, max_hours=None, partition=None,
           sbatch=False, submit=False):
     """Run the matrix (or resume a run): one cell at a time on every node at once, watched,
@@ -139,7 +151,8 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
     (bad input; pre-flight), 3 when cells failed, were disturbed or are pending, 130 when
     interrupted."""
     from harness import commands
-    o = _options(c, inventory=inventory, stack=stack, profile=profile, results=results)
+    o = _options(c, inventory=inventory, stack=stack, profile=_size(size, profile),
+                 results=results)
     outcome = commands.bench(
         o.inventory, o.stack, o.profile, o.results, run_id=run, dry_run=dry_run,
         benchmarks=benchmarks, systems=systems, epochs=commands.check_positive("epochs", epochs),
@@ -156,12 +169,13 @@ def bench(c, inventory=None, stack=None, profile=None, run=None, dry_run=False,
 @task(help=dict(COMMON, benchmarks="comma-separated subset", systems="comma-separated subset",
                 results="results folder [invoke.yaml: results]"))
 @_user_errors
-def estimate(c, inventory=None, stack=None, profile=None, benchmarks=None, systems=None,
-             data=None, results=None):
+def estimate(c, inventory=None, stack=None, size=None, profile=None, benchmarks=None,
+             systems=None, data=None, results=None):
     """Time a few steps of every cell of a plan, so that `bench --dry-run` and --max-hours can
     tell how long the real run will take."""
     from harness import commands
-    o = _options(c, inventory=inventory, stack=stack, profile=profile, results=results)
+    o = _options(c, inventory=inventory, stack=stack, profile=_size(size, profile),
+                 results=results)
     commands.estimate_run(o.inventory, o.stack, o.profile, o.results, benchmarks=benchmarks, systems=systems, data=data)
 
 
@@ -199,11 +213,12 @@ def compare(c, run_a, run_b, results=None, out=None):
 
 @task(help=dict(COMMON, results="results folder [invoke.yaml: results]"))
 @_user_errors
-def reproduce(c, inventory=None, stack=None, profile=None, data=None, results=None):
+def reproduce(c, inventory=None, stack=None, size=None, profile=None, data=None, results=None):
     """provision, bench, collect, analyze in order; prints where the report is. Exits as
     bench does (0 whole, 2 refused, 3 incomplete: the report is written all the same)."""
     from harness import commands
-    o = _options(c, inventory=inventory, stack=stack, profile=profile, results=results)
+    o = _options(c, inventory=inventory, stack=stack, profile=_size(size, profile),
+                 results=results)
     built = commands.reproduce(o.inventory, o.stack, o.profile, o.results, data=data)
     _exit_unless_whole(built["unfinished"], built["run_id"])
 
@@ -315,26 +330,29 @@ def artifact(c, run=None, results=None, verify=None):
 def verdict_check(c, inventory=None, stack=None, systems=None, benchmark="lenet5-cifar10",
                   results=None):
     """Benchmark: one benchmark (LeNet-5) at the paper's full length against the verdict
-    profile's projection of it, per system-mode (goal: error within 5%); prints the table and
+    size's projection of it, per system-mode (goal: error within 5%); prints the table and
     both wall times."""
     from selfcheck import validation
     o = _options(c, inventory=inventory, stack=stack, results=results)
     validation.run(o.inventory, o.stack, o.results, systems=systems, benchmark=benchmark)
 
 
-@task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
+@task(name="interval-check", help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
             "benchmarks": "comma-separated [lenet5-cifar10]",
             "systems": "comma-separated subset [all five]",
             "short": "verdict runs per benchmark, interleaved with the full rounds [4]",
             "full": "full-length rounds per benchmark, each every system-mode once [3]",
             "results": "results folder [invoke.yaml: results]",
-            "again": "an earlier calibration's folder: its table again, nothing run"})
+            "again": "an earlier interval check's folder (calibration-<time>): its "
+                     "table again, nothing run"})
 @_user_errors
-def calibration(c, inventory=None, stack=None, benchmarks="lenet5-cifar10", systems=None,
-                short=4, full=3, results=None, again=None):
-    """Benchmark: how often the verdict profile's 95% intervals hold what they are about (the
+def interval_check(c, inventory=None, stack=None, benchmarks="lenet5-cifar10", systems=None,
+                   short=4, full=3, results=None, again=None):
+    """Benchmark: how often the verdict size's 95% intervals hold what they are about (the
     confidence interval: the mean of full-length runs; the prediction: one full run), per cell
-    and per ratio of two system-modes (goal: 90-99%); prints the tables."""
+    and per ratio of two system-modes (goal: 90-99%); prints the tables. Its folder
+    (results/calibration-<time>) gives later one-repeat runs on this CPU their run-to-run
+    variation."""
     from harness import commands
     from harness.plan import matrix
     from selfcheck import calibration as calibrating
@@ -397,7 +415,8 @@ def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks
     "inventory": COMMON["inventory"],
     "stack": "the stack of every setting where no factor picks one (versions does) "
              "[invoke.yaml: current]",
-    "profile": "the cells' profile [quick]",
+    "size": "the cells' size [quick]",
+    "profile": COMMON["profile"],
     "benchmarks": "comma-separated [lenet5-cifar10,resnet18-cifar10]",
     "claims": "comma-separated claim ids (analysis/reference/paper.yml) [the headline and "
               "operator claims about the benchmarks]",
@@ -407,14 +426,14 @@ def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks
     "results": "results folder [invoke.yaml: results]",
     "run": "a run whose report gets a column 'what moves it' from this result"})
 @_user_errors
-def explain(c, inventory=None, stack=None, profile="quick", benchmarks=None, claims=None,
-            factors=None, repeats=3, results=None, run=None):
+def explain(c, inventory=None, stack=None, size=None, profile=None, benchmarks=None,
+            claims=None, factors=None, repeats=3, results=None, run=None):
     """Each claim's gap taken apart, one factor at a time (registry/factors.yml): runs the
     settings it needs and writes results/explain-<id>/ (table, waterfalls, sentences)."""
     from harness import commands, ladder_run
     o = _options(c, inventory=inventory, stack=stack, results=results)
-    found = ladder_run.run(o.inventory, o.stack, profile, o.results, benchmarks, claims,
-                           factors, commands.check_positive("repeats", repeats))
+    found = ladder_run.run(o.inventory, o.stack, _size(size, profile) or "quick", o.results,
+                           benchmarks, claims, factors, commands.check_positive("repeats", repeats))
     if run:
         commands.attach_explain(o.results, run, found["path"])
 
@@ -511,8 +530,22 @@ def vagrant_down(c):
     vagrant.down()
 
 
+@task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
+            "benchmarks": "as interval-check's", "systems": "as interval-check's",
+            "short": "as interval-check's", "full": "as interval-check's",
+            "results": "as interval-check's", "again": "as interval-check's"})
+def calibration(c, inventory=None, stack=None, benchmarks="lenet5-cifar10", systems=None,
+                short=4, full=3, results=None, again=None):
+    """The old name of interval-check, kept for now ('calibration' also names the trainers'
+    timed passes: one word per concept, docs/glossary.md)."""
+    print("notice: `invoke calibration` is now `invoke interval-check`; the old name works for "
+          "now", file=sys.stderr)
+    interval_check(c, inventory, stack, benchmarks, systems, short, full, results, again)
+
+
 ns = Collection(provision, bench, estimate, collect, analyze, compare, explain, reproduce, overhead,
-                crosscheck, verdict_check, calibration, same_math, reference_check, artifact, vm_bench,
-                analysis_bench, fault_bench, slurm_bench, stack_envs)
+                crosscheck, verdict_check, interval_check, calibration, same_math,
+                reference_check, artifact, vm_bench, analysis_bench, fault_bench, slurm_bench,
+                stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))
 ns.add_collection(Collection("vagrant", vagrant_box, vagrant_up, vagrant_down))

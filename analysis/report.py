@@ -196,20 +196,20 @@ def judged(row):
 
 
 def evidence_notes(rows, groups, profile):
-    """What the verdicts rest on: the smoke profile checks the machinery; one repeat leaves
+    """What the verdicts rest on: the smoke size checks the machinery; one repeat leaves
     run-to-run variation unmeasured; n claims on a 95% interval each. (notes, stamp for each
     verdict)."""
     notes, stamp = [], indicative(groups)
     if profile == "smoke":
-        notes.append("**The smoke profile checks the machinery; it is not a measurement.** "
+        notes.append("**The smoke size checks the machinery; it is not a measurement.** "
                      "A dozen steps per cell: the verdicts below show that every part runs "
-                     "and is judged, not what the frameworks do (`--profile verdict`).")
+                     "and is judged, not what the frameworks do (`--size verdict`).")
     usable = _usable_repeats(groups)
     if stamp:
         notes.append("**%s: run-to-run variation was not measured.** Their intervals cover "
                      "the variation between the steps of one run only; two runs of one cell "
                      "minutes apart have differed by more. Every verdict is indicative "
-                     "(`--repeats 3`, the verdict profile's default, measures it)." % (
+                     "(`--repeats 3`, the verdict size's default, measures it)." % (
                          "One repeat per cell" if int(usable.max()) == 1 else
                          "Some cells have one usable repeat"))
     borrowed = sorted({x[len("variation from "):] for x in groups.get("interval", [])
@@ -229,7 +229,7 @@ def evidence_notes(rows, groups, profile):
 
 def indicative(groups):
     """", indicative" where a cell has one usable repeat and its interval knows the steps of
-    that run only (run-to-run variation measured neither in the run nor by a calibration):
+    that run only (run-to-run variation measured neither in the run nor by an interval check):
     every verdict then says so, the operator claims' too."""
     if not len(groups):
         return ""
@@ -266,7 +266,7 @@ def claims_section(groups, bed, moved=None, profile=None, forest=None, first=Non
               "them. Intervals: 95%% confidence intervals of the expected time (and of the "
               "ratio of two expected times): with repeats, from the run-to-run variation "
               "of log time pooled over a benchmark's system-modes; with one repeat, "
-              "that variation as the newest calibration on this CPU measured it, where "
+              "that variation as the newest interval check on this CPU measured it, where "
               "there is one, else a block bootstrap over the run's steps only. What one "
               "more run would show is wider: the execution table shows it beside. "
               "Tolerance band (the package's assumption: the paper states no "
@@ -396,15 +396,15 @@ def execution_section(fig3, groups, manifest=None):
                   "after it up to the loop's end (the slowest process's each); the loop's wall "
                   "step as measured (warm-up excluded); the steady step the paper-scale time "
                   "rests on, (paper-scale - start-up) / " + STEADY + ", the measured steps "
-                  "cleaned as below (in the verdict profile, the first epoch's rate and the "
+                  "cleaned as below (in the verdict size, the first epoch's rate and the "
                   "later epochs' weighted); and the paper-scale execution time = start-up + "
                   "steady step x " + STEADY + " (the paper's " + PAPER + " steps less the "
                   "first, which is in start-up), with "
                   "the 95% confidence interval of its expected time (what the claims are "
                   "about; its model: one-way over the benchmark's cells, the spread s of log "
-                  "time and its degrees of freedom, or the calibration it took them from) "
+                  "time and its degrees of freedom, or the interval check it took them from) "
                   "and, wider, the 95% prediction of "
-                  "what one more run would show (`invoke calibration` checks both); CV over "
+                  "what one more run would show (`invoke interval-check` checks both); CV over "
                   "repeats; per-step phase means in seconds. Fig. 3 "
                   "draws the paper-scale time, start-up as a tick at its own height. Before the mean, each "
                   "process's measured steps lose a warm-up found in the data (MSER-5) and "
@@ -506,7 +506,8 @@ def table_v_section(groups, manifest=None):
                   "in data transfer over the network\" (section V-F): the last measured column "
                   "is that part (the whole where nothing is dispatched)." % len(ref["benchmarks"])),
             ("table", ["system", "measured s", "of which coordinator dispatch s",
-                       "of which transfer and waits s", "benchmarks", "paper s"], rows)]
+                       "of which transfer and waits s", "benchmarks",
+                       "paper (Table V gives no unit: read as s, the package's reading)"], rows)]
 
 
 def memory_section(run_path, out, records, cells, figure):
@@ -617,7 +618,7 @@ def code_line(manifest):
 
 def time_line(run_path, groups, profile):
     """What the run's cells cost against the paper's length, in every report: the verdict
-    profile's budget (docs/methodology.md, "Three repeats") counts each setting's paper-scale
+    profile's budget (docs/methodology.md, "The verdict size") counts each setting's paper-scale
     time once, not once per repeat."""
     spent, launches = cells_seconds(run_path), len(_statuses(run_path))
     line = ("time: the cells took %s in %d launch(es), attempts set aside included (the "
@@ -629,9 +630,9 @@ def time_line(run_path, groups, profile):
     line += ("; the same %d setting(s) at the paper's length: %s projected (each setting's "
              "paper-scale time once, the mean of its repeats), so this run took %.1f%% of it%s"
              % (len(paper), _minutes(paper.sum()), 100 * share,
-                " (the verdict profile's goal: 5%)" if profile == "verdict" else ""))
+                " (the verdict size's goal: 5%)" if profile == "verdict" else ""))
     if share > 0.5:  # LeNet-5: start-up and the launches weigh more than the steps
-        line += "; at that share, `--profile paper` would measure the paper's length itself"
+        line += "; at that share, `--size paper` would measure the paper's length itself"
     return line
 
 
@@ -656,7 +657,7 @@ def provenance(manifest, time_text=None):
     hosts = manifest.get("inventory", {}).get("hosts", [])
     facts = manifest.get("host_facts") or {}
     lines = ["- command: `%s`" % manifest.get("command", "?"),
-             "- profile: %s; stack: %s" % (manifest.get("profile"),
+             "- size: %s; stack: %s" % (manifest.get("profile"),
                                           manifest.get("stack", {}).get("name")),
              "- git commit: %s%s" % (manifest.get("git", {}).get("commit"),
                                     " (uncommitted changes)" if manifest.get("git", {}).get(

@@ -1,7 +1,7 @@
 """Intervals for the verdicts (docs/methodology.md, "Intervals and verdicts"): a moving-block
 bootstrap over each cell's measured steps; over repeats, a confidence interval of a setting's
 expected time from the run-to-run variation pooled over the cells of a benchmark (what a claim
-is about), and a Student t prediction of one more run (what `invoke calibration` checks
+is about), and a Student t prediction of one more run (what `invoke interval-check` checks
 against single full-length runs).
 
 Every estimate is carried as an array of REPLICATES values, seeded from the cell id, so a
@@ -138,7 +138,7 @@ def expected_time(values, key, blocks=None, replicates=REPLICATES, within=None):
       per setting: the log ratio of two settings is then exactly mean difference + t(df) x s
       sqrt(1/k_a + 1/k_b), and a setting with one repeat still gets the pool's s.
     - paired (given blocks that are complete and leave >= PAIRED_LEAST_DF; the report does
-      not pair: `invoke calibration` measured it not to help, and shows it): y_gr = mu_g +
+      not pair: `invoke interval-check` measured it not to help, and shows it): y_gr = mu_g +
       b_r + e_gr (two-way, additive). The block effect b (the machine's drift between blocks) is
       shared by every setting: replicates add s_b sqrt(df_b / X_b) Z / sqrt(R), Z and X_b
       drawn once per replicate for the pool, so a ratio of two settings cancels it and is
@@ -214,7 +214,7 @@ def _paired_model(paired):
 
 
 def single_run(value, key, s, df, replicates=REPLICATES):
-    """One run's value with run-to-run variation measured elsewhere (an earlier calibration's
+    """One run's value with run-to-run variation measured elsewhere (an earlier interval check's
     s of log time with df): value x exp(s t(df)), as replicates."""
     rng = rng_for(key)
     t = np.clip(rng.standard_t(df, size=replicates), -100, 100)

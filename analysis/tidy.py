@@ -91,7 +91,7 @@ def cell_table(records, paper_steps=PAPER_STEPS):
 
 
 def _stops(records, cells):
-    """The verdict profile's stop per cell: "+-h% (precision | ceiling)", h the widest
+    """The verdict size's stop per cell: "+-h% (precision | ceiling)", h the widest
     process's 95% half-width of its later epochs' mean step; "" for fixed-length cells. At the
     ceiling it names that process and how much its later steps vary (their CV), the reason
     the interval stayed wide."""
@@ -158,7 +158,7 @@ def _steady(proc, key, wall_step, paper_steps):
     """The paper's steps after the first, in seconds, its replicates, and what was cut:
     each part of them at the rate of its measured steps (their mean scaled to the loop's wall
     step, with a block bootstrap). One part, every step at the wall step; a run that timed
-    later epochs (the verdict profile) has two: the first epoch's remaining steps at the first
+    later epochs (the verdict size) has two: the first epoch's remaining steps at the first
     epoch's rate (uncached input) and the 9 later epochs at the later epochs' (TensorFlow
     reads its cache). The measured steps are cleaned first (cleaned(): a warm-up found in the
     data, outliers)."""
@@ -211,7 +211,7 @@ def mser_cut(series, batch=MSER_BATCH):
     error of the mean of what remains, sum((m - mean)^2) / (n - d)^2. Fewer than 3 batches
     (15 steps): nothing to find."""
     batches = len(series) // batch
-    if batches < 3:  # the verdict profile's first epoch: 15 measured steps, 3 batches
+    if batches < 3:  # the verdict size's first epoch: 15 measured steps, 3 batches
         return 0
     means = np.asarray(series[:batches * batch], dtype=float).reshape(batches, batch).mean(1)
     scores = [np.sum((means[d:] - means[d:].mean()) ** 2) / (batches - d) ** 2
@@ -343,7 +343,7 @@ def _within(cells, key):
 def ran_in_blocks(cells):
     """Whether every repeat's cells ran before any of the next repeat's (the status records'
     `order`, the cell's place in the planned run): randomized complete blocks, which `invoke
-    calibration` needs to ask whether pairing by block would help."""
+    interval-check` needs to ask whether pairing by block would help."""
     if "order" not in cells or cells.order.isna().any() or cells.repeat.nunique() < 2:
         return False
     spans = cells.groupby("repeat").order.agg(["min", "max"]).sort_index()

@@ -1,5 +1,5 @@
 """Run-to-run variation measured elsewhere, for a run that could not measure its own (one
-repeat per cell): the newest `invoke calibration` beside the run, on the same CPU, that
+repeat per cell): the newest `invoke interval-check` beside the run, on the same CPU, that
 measured the run's profile on its benchmarks (issue 54). Without one the report says plainly
 that run-to-run variation was not measured."""
 import json
@@ -19,7 +19,7 @@ def newest(run_path, profile, cpus):
         found = _read(folder / CALIBRATION_FILE)
         if not found or sorted(found.get("cpu") or []) != sorted(cpus):
             continue
-        measured = {b: dict(v, source="%s (%s profile, %d df)" % (folder.name, profile,
+        measured = {b: dict(v, source="%s (%s size, %d df)" % (folder.name, profile,
                                                                   v["df"]))
                     for b, v in (found.get("variation") or {}).get(profile, {}).items()
                     if v.get("s") is not None and v.get("df")}

@@ -148,7 +148,7 @@ def _check_limit(expected, max_hours):
     if total > max_hours * 3600:
         raise UserError("the plan is expected to take %s, over --max-hours %g"
                         % (estimate.duration(total), max_hours),
-                        "narrow it (--benchmarks, --systems, --profile verdict) or raise "
+                        "narrow it (--benchmarks, --systems, --size verdict) or raise "
                         "--max-hours; `invoke bench --dry-run` lists each cell's estimate")
 
 
@@ -351,7 +351,7 @@ def repeats_note(cells, rows, total):
     cost = "about %s" % estimate.duration(3 * total) if not unknown else \
         "no basis to say how long (%d cell(s) without an estimate: `invoke estimate`)" % unknown
     return ["1 repeat: run-to-run variation will not be measured (the newest `invoke "
-            "calibration` on this CPU supplies it; without one every verdict will be "
+            "interval-check` on this CPU supplies it; without one every verdict will be "
             "indicative); --repeats 3: %s" % cost]
 
 

@@ -1,10 +1,10 @@
-"""`invoke calibration`: do the verdict profile's 95% intervals hold what they are about? A
+"""`invoke interval-check`: do the verdict size's 95% intervals hold what they are about? A
 benchmark that prints figures: nothing here asserts them (issue 54).
 
 Per benchmark, runs interleaved so that the machine's drift falls on both kinds: v1, f1, v2,
-f2, v3, f3, v4. A verdict run (`--short` of them) is one `bench --profile verdict` of every
+f2, v3, f3, v4. A verdict run (`--short` of them) is one `bench --size verdict` of every
 chosen system-mode, its 3 repeats in blocks; a full round (`--full` of them) one `bench
---profile paper` of every system-mode, in a new random order each round. Three intervals of
+--size paper` of every system-mode, in a new random order each round. Three intervals of
 each verdict run, judged against what each is about:
 - the confidence interval of the expected time (the report's): against the mean of the full
   rounds (cells), or the ratio of two system-modes' full means (ratios). The full mean is
@@ -78,7 +78,7 @@ def again(folder):
         name, _, benchmark = path.name.partition("-")
         if benchmark not in matrix.BENCHMARKS or name[:1] not in "vf":
             raise UserError("%s is not a calibration run of this version (v<i>-<benchmark> or "
-                            "f<i>-<benchmark>)" % path, "run `invoke calibration` again")
+                            "f<i>-<benchmark>)" % path, "run `invoke interval-check` again")
         kind = "verdict" if name.startswith("v") else "full"
         runs.setdefault(benchmark, {"verdict": [], "full": []})[kind].append(str(path))
     return summarise(out, runs)
@@ -283,7 +283,7 @@ def gap_table(cells):
 
 def measured_variation(runs):
     """{"paper": {benchmark: {s, df}}, "verdict": {...}}: the s of log execution time between
-    runs of one cell, pooled over a benchmark's system-modes (and, for the verdict profile,
+    runs of one cell, pooled over a benchmark's system-modes (and, for the verdict size,
     over its runs: each run's repeats about their own mean)."""
     found = {"paper": {}, "verdict": {}}
     for benchmark, paths in runs.items():

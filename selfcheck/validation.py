@@ -1,8 +1,8 @@
-"""`invoke verdict-check`: does the verdict profile predict the paper's run? LeNet-5/CIFAR-10
-at the paper's full length (10 x 396 steps) in every system-mode, against the verdict profile's
+"""`invoke verdict-check`: does the verdict size predict the paper's run? LeNet-5/CIFAR-10
+at the paper's full length (10 x 396 steps) in every system-mode, against the verdict size's
 projection of the same cell. A benchmark that prints figures: nothing here asserts them.
 
-Per system-mode, three runs back to back: the verdict profile, the full run, the verdict
+Per system-mode, three runs back to back: the verdict size, the full run, the verdict
 profile again, so that both projections bracket the full run in time (a shared machine's
 speed moves between runs). Three errors per system-mode separate what goes wrong:
 - before / after: each verdict run's projection against the full run's measurement;
@@ -44,7 +44,7 @@ def run(inventory_name, stack_name, results, systems=None, data="synthetic",
                                      systems=system, data=data, profile_steps=0)
             runs.setdefault(system, {})[name] = str(outcome["path"])
     rows = [compare(system, paths) for system, paths in runs.items()]
-    lines = ["%s at the paper's full length against the verdict profile's projection"
+    lines = ["%s at the paper's full length against the verdict size's projection"
              % benchmark, ""] + table(rows, runs)
     (out / "validation.md").write_text("\n".join(lines) + "\n")
     (out / "validation.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=1))
@@ -88,7 +88,7 @@ def _group(records):
 
 
 def in_run_projection(full, short):
-    """The projection the verdict profile would have made from the full run's own first
+    """The projection the verdict size would have made from the full run's own first
     steps: per process, its first k first-epoch and first m later-epoch step times, k and m
     as many as the same process timed in the verdict run, and its wall step scaled alike."""
     cut = []

@@ -301,11 +301,11 @@ def test_the_verdict_profile_runs_three_repeats_as_randomized_blocks():
 
 
 def test_the_profiles_steps_in_the_docs_are_the_profiles_own():
-    """The README and docs/reproducing.md state the verdict profile's shape by hand: a change
+    """The README and docs/ state the verdict profile's shape by hand: a change
     of its steps or repeats that leaves them behind fails here."""
     assert matrix.shape("verdict") == "3 independent repeats of 2 x 16 steps each"
     assert (matrix.shape("smoke"), matrix.shape("paper")) == ("12 steps", "10 x 396 steps")
-    for doc in ("README.md", "docs/reproducing.md"):
+    for doc in ("README.md", "docs/reproducing.md", "docs/usage.md"):
         assert matrix.shape("verdict") in (REPO / doc).read_text(), doc
 
 

@@ -7,7 +7,7 @@ profiled steps, teardown), the cell is scaled to the planned steps:
 
     expected = start-up + planned steps x wall step + the rest
 
-The verdict profile's planned steps are its ceiling: its estimate is an upper bound.
+The verdict size's planned steps are its ceiling: its estimate is an upper bound.
 
 A cell that has never run has a prior instead: the figures of a first run on this machine
 (PRIOR_*), scaled by how fast the nodes ran the contention probe against this machine's

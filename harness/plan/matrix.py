@@ -88,7 +88,7 @@ class Cell:
     link: str = ""  # link setting on the emulated cluster (`bench --network`), "" = as it is
     profile_steps: int = 0  # profiled steps after the timed ones (operator profile), 0 = none
     calibration_steps: int = 0  # measured calibration passes, 0 = launch.TRAINING's
-    # the verdict profile: stop once the mean step is known to +-precision, between `epochs`
+    # the verdict size: stop once the mean step is known to +-precision, between `epochs`
     # and `max_epochs` epochs, each over the first steps_per_epoch x local_batch images
     precision: float = 0.0  # 0: exactly epochs x steps_per_epoch steps
     max_epochs: int = 0
@@ -128,12 +128,12 @@ class Cell:
 
     @property
     def total_steps(self):
-        """The most steps the cell may time (the verdict profile's ceiling)."""
+        """The most steps the cell may time (the verdict size's ceiling)."""
         return max(self.epochs, self.max_epochs if self.precision else 0) * self.steps_per_epoch
 
     @property
     def subset_images(self):
-        """The verdict profile's epochs run over the first images of each shard only."""
+        """The verdict size's epochs run over the first images of each shard only."""
         return self.steps_per_epoch * self.local_batch if self.precision else 0
 
     @property
@@ -151,7 +151,7 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
          environment=None, threads=0, order_seed=None):
     """Cells of a profile, filtered and overridden by the user's options, in run order.
     environment: framework -> "NAME=value;..." (a factor's level, invoke explain); repeats:
-    the profile's (the verdict profile's 3, else 1) unless given; order_seed: with repeats,
+    the profile's (the verdict size's 3, else 1) unless given; order_seed: with repeats,
     each repeat is a block of every cell, in a random order drawn from it (seed + repeat)."""
     if profile not in PROFILES:
         raise UserError("unknown profile %r" % profile, "use one of: %s" % ", ".join(PROFILES))

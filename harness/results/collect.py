@@ -303,7 +303,7 @@ def _process_records(base, result_file, slurm_rows):
         out.append(schema.record(rec, "step_samples", len(result["step_samples"]),
                                  samples=result["step_samples"],
                                  sample_epochs=result.get("step_epochs")))
-    if result.get("stopped_by") not in (None, "fixed"):  # the verdict profile's stop
+    if result.get("stopped_by") not in (None, "fixed"):  # the verdict size's stop
         out.append(schema.record(rec, "stop_halfwidth", result.get("halfwidth"),
                                  stopped_by=result["stopped_by"]))
     for metric in ("measured_steps", "warmup_steps"):
