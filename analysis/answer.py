@@ -30,7 +30,7 @@ EFFECT = {
     "steps": "a short run reads a few percent off the long one (docs/methodology.md, "
              "\"The verdict size\")",
     "epochs": "TensorFlow's input cache after epoch 1 unseen: its loading reads high",
-    "parameters": "7-8% fewer parameters to exchange than Table II's: communication a little "
+    "parameters": "6-8% fewer parameters to exchange than Table II's: communication a little "
                   "shorter",
 }
 

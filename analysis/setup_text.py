@@ -19,7 +19,8 @@ def setup_section(bed):
                        if s["adaptive"] else "%d epoch(s) x %d = %d" % (
                            s["epochs"], s["steps_per_epoch"], s["steps"]))
                       for s in bed["steps"]["run"]) or "?"
-    facts = ["nodes: %d (paper %d VMs, %d vCPUs and %d MB each)"
+    facts = ["nodes: %d (paper %d VMs, %d vCPUs and %d MB each, the package's reading of "
+             "its 16 GB)"
              % (len(bed["nodes"]), paper["nodes"], paper["vcpus_per_node"],
                 paper["memory_mb_per_node"])] + (
                  ["layout on this machine: %s" % bed["layout"]] if bed["layout"] else []) + [

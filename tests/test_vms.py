@@ -50,7 +50,9 @@ if MISSING and os.environ.get("DLBENCH_CI"):
 
 pytestmark = [pytest.mark.cluster, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="libvirt's VMs need root here"),
-              pytest.mark.skipif(bool(MISSING), reason="not installed: %s" % ", ".join(MISSING))]
+              pytest.mark.skipif(bool(MISSING), reason=(
+                  "not installed: %s (apt-get install vagrant vagrant-libvirt "
+                  "libvirt-daemon-system qemu-system-x86 debootstrap)" % ", ".join(MISSING)))]
 
 # Two VMs, not the paper's three: on CI's 2 cores three emulated vCPUs share them, and the
 # module took 16 min 15 s against 9 min 54 s with two (docstring), for no more proof of the
