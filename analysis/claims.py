@@ -338,7 +338,10 @@ def _table_v_claim(claim, values, benchmarks, context):
             pooled[("table-v", system)] = {
                 "value": float(np.mean([f["value"] for f in found])),
                 "boot": np.mean([f["boot"] for f in found], axis=0),
-                "per_step": min(f["per_step"] for f in found), "count": len(found)}
+                "per_step": min(f["per_step"] for f in found), "count": len(found),
+                # its repeats and degrees of freedom: the fewest of the benchmarks it averages
+                "k": min(f.get("k") or 1 for f in found),
+                "df": min(f.get("df") or 0 for f in found)}
     if "value" in claim:
         row = ratio_claim(claim, pooled, ["table-v"], context, "communication")
         counts = [pooled[("table-v", claim[k])]["count"] for k in ("numerator", "denominator")

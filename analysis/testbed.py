@@ -73,6 +73,7 @@ def describe(manifest, paper=None):
              "layout": (manifest.get("inventory") or {}).get("layout") or "",
              "contention": probe, "same_math": same_math_text(manifest),
              "vm": manifest.get("vm") or {}, "kernels": manifest.get("kernels") or {},
+             "kernel_defaults": _kernel_defaults(manifest),
              "benchmarks": sorted({c["benchmark"] for c in manifest.get("cells", [])
                                    if c.get("benchmark")}),
              "systems": {name: registry.system(name, manifest) for name in sorted(
@@ -230,6 +231,18 @@ def _installed(manifest):
             packages = {k.replace("_", "-").lower(): v
                         for k, v in (env or {}).get("packages", {}).items()}
             yield framework, (env or {}).get("python"), packages
+
+
+def _kernel_defaults(manifest):
+    """{framework: [library]}: what each framework's release runs by default on the nodes'
+    CPUs, as provisioning asked it with the package's setting unset (bench/common/envinfo.py)."""
+    found = {}
+    for envs in (manifest.get("installed") or {}).values():
+        for framework, env in (envs or {}).items():
+            library = ((env or {}).get("default_kernels") or {}).get("library")
+            if library:
+                found.setdefault(framework, set()).add(library)
+    return {framework: sorted(libraries) for framework, libraries in found.items()}
 
 
 def _versions(manifest, paper):
@@ -417,18 +430,25 @@ def _kernel_deviations(setup, paper, out):
                             "says it uses %s (section %s: \"%s\")" % (
                                 entry["name"], "/".join(seen["library"]),
                                 seen.get("read") or "?",
-                                _set_by_package(seen.get("read"), entry["name"]),
+                                _set_by_package(seen.get("read"), entry["name"],
+                                                (setup.get("kernel_defaults") or {}).get(
+                                                    framework)),
                                 expected, source["section"],
                                 " ".join(source["quote"].split()))})
 
 
-def _set_by_package(read, name):
+def _set_by_package(read, name, default=None):
     """Where a process's answer names a setting it ran under (VAR=value, not unset), that the
-    package's scripts set it: a reader would otherwise take the kernels for the framework's
-    own default, which depends on the CPU (docs/methodology.md)."""
+    package's scripts set it, and what the release runs by default on these CPUs where
+    provisioning asked it (default: [library]): the default depends on the release and the
+    CPU (docs/methodology.md)."""
     settings = [v for v in re.findall(r"\b[A-Z][A-Z0-9_]+=([^\s,;)]+)", read or "")
                 if v != "unset"]
-    return ", a setting of the package's scripts, not %s's default" % name if settings else ""
+    if not settings:
+        return ""
+    return ", a setting of the package's scripts; %s's own default on these CPUs: %s" % (
+        name, "%s (provisioning asked it with the setting unset)" % "/".join(default)
+        if default else "not asked (provisioned before the package asked it)")
 
 
 def _coordinator_deviations(setup, out):

@@ -87,7 +87,7 @@ def firewall_table():
         when = ", ".join(users[name])
         if name == "agree":
             barriers = [s for s, e in raw["systems"].items() if e.get("barrier") == "agree"]
-            when += " (verdict profile%s)" % "".join("; %s in every profile" % s
+            when += " (verdict size%s)" % "".join("; %s in every size" % s
                                                      for s in barriers)
         elif name.startswith("tf_profiler"):
             when += " (profiled steps)"

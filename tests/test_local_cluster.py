@@ -157,9 +157,13 @@ def test_records_manifest_and_report(smoke_run):
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["git"]["commit"]
     assert manifest["installed"]["node1"]["pytorch"]["packages"]["torch"].startswith("2.13.0")
+    # TensorFlow's own default on this CPU, asked at provisioning with the setting unset
+    default = manifest["installed"]["node1"]["tensorflow"]["default_kernels"]
+    assert default["library"] in ("oneDNN", "Eigen"), default
     assert manifest["host_facts"]["node2"]["cpu_count"] >= 1
     report = (run / "analysis" / "report.md").read_text()
     assert "torch 2.13.0" in report and "tensorflow 2.21.0" in report
+    assert "TensorFlow's own default on these CPUs: %s" % default["library"] in report
     for system in SYSTEMS:
         assert system in report
     for ext in ("png", "pdf"):

@@ -35,9 +35,56 @@ def record_digest(record):
 
 def describe():
     found = distributions()
-    return {"python": platform.python_version(),
+    info = {"python": platform.python_version(),
             "packages": {name: version for name, version, _ in found},
             "record_sha256": {name: record_digest(record) for name, _, record in found}}
+    if any(name in ("tensorflow", "tensorflow-cpu") for name, _, _ in found):
+        info["default_kernels"] = tensorflow_default_kernels()
+    return info
+
+
+def cpu_flags():
+    """The CPU's model and instruction-set flags (Linux), which TensorFlow's default reads."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            text = handle.read()
+    except OSError:
+        return ""
+    lines = [l for l in text.splitlines() if l.startswith(("model name", "flags"))]
+    return "\n".join(sorted(set(lines)))
+
+
+def tensorflow_default_kernels():
+    """oneDNN or Eigen: what this TensorFlow release runs on this CPU by default, asked in a
+    process of its own with TF_ENABLE_ONEDNN_OPTS unset (the package's scripts set it to 1 for
+    the runs, docs/methodology.md). The answer depends on the release and the CPU: it is kept
+    beside the environment, once per CPU, so that provisioning imports TensorFlow only once."""
+    import os
+    import subprocess
+    import sys
+    key = hashlib.sha256(cpu_flags().encode("utf-8")).hexdigest()[:16]
+    cache = os.path.join(sys.prefix, "dlbench-default-kernels-%s.json" % key)
+    if os.path.exists(cache):
+        with open(cache) as handle:
+            return json.load(handle)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_ENABLE_ONEDNN_OPTS", None)
+    ask = ("try:\n from tensorflow.python.util import _pywrap_util_port as port\n"
+           "except ImportError:\n from tensorflow.python import _pywrap_util_port as port\n"
+           "print('oneDNN' if port.IsMklEnabled() else 'Eigen')")
+    done = subprocess.run([sys.executable, "-c", ask], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    answer = {"library": done.stdout.strip().splitlines()[-1] if done.returncode == 0 and
+              done.stdout.strip() else None,
+              "read": "IsMklEnabled(), TF_ENABLE_ONEDNN_OPTS unset, at provisioning",
+              "error": None if done.returncode == 0 else done.stderr.strip()[-300:]}
+    if answer["library"]:
+        try:
+            with open(cache, "w") as handle:
+                json.dump(answer, handle)
+        except OSError:  # an environment this user may not write: ask again next time
+            pass
+    return answer
 
 
 if __name__ == "__main__":
