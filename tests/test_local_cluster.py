@@ -186,8 +186,11 @@ def test_dry_run_touches_no_node(tmp_path):
     assert result.stdout.count("export MASTER_PORT=29500") == NODES  # the pytorch workers
     assert result.stdout.count("export DMLC_ROLE=server") == 2 * NODES  # n per MXNet cell
     assert list(tmp_path.iterdir()) == []
-    paper = invoke("bench", "--dry-run", "--profile", "paper", "--results", str(tmp_path))
-    assert "30 cell(s)" in paper.stdout
+    paper = invoke("bench", "--dry-run", "--size", "paper", "--results", str(tmp_path))
+    assert "30 cell(s)" in paper.stdout and "notice" not in paper.stderr
+    # the old name of --size still works, and says so (docs/glossary.md)
+    old = invoke("bench", "--dry-run", "--profile", "paper", "--results", str(tmp_path))
+    assert "30 cell(s)" in old.stdout and "notice: --profile is now --size" in old.stderr
 
 
 def test_timeout_stops_every_worker_and_keeps_the_record(smoke_run, tmp_path):
@@ -329,8 +332,8 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     assert "node code (bench/, contract/): digest %s, the controller's, in every process that trained" % (
         manifest["code_digest"][:12]) in report
     assert "## The setup beside the paper's" in report and "## Internal consistency" in report
-    assert "TF_ENABLE_ONEDNN_OPTS=1), a setting of the package's scripts, not TensorFlow's " \
-        "default" in report  # who chose the kernels, as each TensorFlow process read it
+    assert "TF_ENABLE_ONEDNN_OPTS=1), a setting of the package's scripts; TensorFlow's own " \
+        "default on these CPUs: " in report  # who chose the kernels, and the release's default
     assert "Contention probe: interference between the nodes" in report and "layout on this machine" in report
     claims = [l for l in report.splitlines() if l.startswith("| Synchronous: TensorFlow is "
                                                              "slower than PyTorch")]
@@ -358,7 +361,7 @@ def test_the_dry_run_prints_each_script_as_the_run_writes_it(provisioned, tmp_pa
     printed = invoke("bench", "--dry-run", *args).stdout
     invoke("bench", *args)
     assert "1 repeat: run-to-run variation will not be measured (the newest `invoke " \
-        "calibration` on this CPU supplies it; without one every verdict will be indicative); " \
+        "interval-check` on this CPU supplies it; without one every verdict will be indicative); " \
         "--repeats 3: about" in printed
     manifest = json.loads((tmp_path / "same" / "manifest.json").read_text())
     assert manifest["options"]["order_seed"] == zlib.crc32(b"same")  # the order's seed kept
