@@ -16,7 +16,8 @@ STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:1em auto;line-heig
          "th{background:#f0f0f0}img{max-width:100%}code{background:#f4f4f4}"
          ".reproduced{color:#1a7f37}.notrep{color:#c62828}.not{color:#777}"
          ".warn{color:#b26a00}"
-         ".columns{display:flex;gap:1em;align-items:flex-start}.columns>div{flex:1;min-width:0}"
+         ".columns{display:flex;gap:1em;align-items:flex-start}"
+         ".columns>div{flex:1;min-width:0;max-height:58vh;overflow:auto}"
          ".columns img{max-height:45vh;object-fit:contain}.columns figure{margin:0}"
          ".columns ul,.columns p,.columns figcaption{font-size:12px;margin:0.3em 0}")
 
