@@ -116,10 +116,10 @@ def _fewest(item):
     return (int(found.group(1)) if found else 10 ** 6, item[0])
 
 
-def blocks(rows, manifest, bed, minutes, forest, notes):
-    """The first screen's blocks; forest: the claims figure's block (or none); notes: the
-    evidence's one-line caveats (smoke, indicative)."""
-    common = common_deviations(rows)  # claims_section computes the same for the table
+def blocks(rows, common, manifest, bed, minutes, forest, notes):
+    """The first screen's blocks; common: common_deviations(rows), which the claims table
+    uses too; forest: the claims figure's block (or none); notes: the evidence's one-line
+    caveats (smoke, indicative)."""
     out = [("p", run_line(manifest, bed, minutes)),
            ("p", "**Claims: %s.**%s" % (tally(rows), "".join(" " + n for n in notes)))]
     side = []

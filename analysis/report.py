@@ -62,7 +62,8 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     first, method, summary["verdicts"] = claims_section(
         main, bed, moved, manifest.get("profile"),
         lambda rows, caveats: figure(figures.claims_forest(rows, out / "claims", caveats)),
-        lambda rows, forest, notes: answer.blocks(rows, manifest, bed, spent, forest, notes))
+        lambda rows, common, forest, notes: answer.blocks(rows, common, manifest, bed, spent,
+                                                          forest, notes))
     blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))] + first
     blocks += provenance(manifest, time_line(run_path, groups, manifest.get("profile")))
     blocks += setup_text.setup_section(bed)
@@ -244,8 +245,8 @@ def _usable_repeats(groups):
 
 def claims_section(groups, bed, moved=None, profile=None, forest=None, first=None):
     """The claims: (first-screen blocks, the method's blocks, tally). forest(rows, caveats):
-    the claims' figure; first(rows, forest block, the notes' headlines): the first screen's
-    lead (answer.blocks) before the table."""
+    the claims' figure; first(rows, common deviations, forest block, the notes' headlines):
+    the first screen's lead (answer.blocks) before the table."""
     rows = claims.evaluate(groups, testbed=bed)
     notes, stamp = evidence_notes(rows, groups, profile)
     caveats = ", ".join(c for c in (
@@ -257,7 +258,7 @@ def claims_section(groups, bed, moved=None, profile=None, forest=None, first=Non
              "against the paper's value and the tolerance band") if forest else None
     common = answer.common_deviations(rows)
     heads = [n.split("** ")[0] + "**" for n in notes if n.startswith("**")]
-    lead = first(rows, shown, heads) if first else []
+    lead = first(rows, common, shown, heads) if first else []
     return lead + claims_table(rows, moved, stamp, common), [
         ("h2", "The paper's claims: how they are judged"),
         ("p", "Paper values from `analysis/reference/paper.yml`. Every time is the "

@@ -58,8 +58,9 @@ class Plan:
         self.default_stack = default_stack
         self.benchmarks = [b.strip() for b in benchmarks.split(",") if b.strip()]
         self.claims = chosen_claims(claim_ids, self.benchmarks)
+        from analysis import claims
         self.systems = sorted({s for c, _ in self.claims for k in ("numerator", "denominator")
-                               for s in (c[k] if isinstance(c[k], list) else [c[k]])})
+                               for s in claims.sides(c[k])})
         self.factors, self.left_out = ladder.choose(factor_names, inv.name,
                                                     [h.vcpus for h in inv.hosts])
         if not self.factors:
