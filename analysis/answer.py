@@ -14,13 +14,13 @@ EFFECT = {
     "emulated_cpu": "emulated CPUs, 50-300x slower and uneven: time claims not comparable",
     "cpu": "other kernels at another speed: times differ, ratios move where one framework "
            "gains more",
-    "threads": "compute slower than on 4 vCPUs; frameworks that thread differently move "
-               "apart",
+    "threads": "compute slower than on the paper's 4 vCPUs (IV-A); frameworks that thread "
+               "differently move apart",
     "nodes": "smaller global batch, fewer peers: communication and its ratios move",
     "memory": "none on time unless memory runs short",
     "versions": "kernels and communication changed since: any ratio may move",
     "python": "a little less overhead per step: small against compute",
-    "tf_kernels": "oneDNN, not the paper's Eigen: that framework's compute likely faster "
+    "tf_kernels": "oneDNN, not the paper's Eigen (V-E): that framework's compute likely faster "
                   "than the paper's, its gaps smaller",
     "kernels": "that framework's compute time moves",
     "placement": "a coordinator on node 1 takes a little CPU: that system-mode a little slower",
