@@ -514,7 +514,11 @@ def test_a_cell_disturbed_by_another_program_is_measured_flagged_and_run_again(p
     assert "running it once more, was disturbed (node1: other programs" in out, out
     first = json.loads((tmp_path / "planted" / ".attempts" / (cell + ".1") / "node1" /
                         "worker-0" / "result.json").read_text())["interference"]
-    assert first["others_cpu"] > 0.05, first
+    # CPU-seconds others took of the worker's window: quiet windows read 0.00-0.12 (the floor
+    # let off is 0.15); the hogs get about half of node1's CPU for 5 s, part of it before the
+    # window opens. A share (others_cpu) depends on the window's length, which varies.
+    taken = first["others_cpu"] * first["seconds"] * first["cpus"]
+    assert taken > 0.5, first
     status = json.loads((tmp_path / "planted" / cell / "status.json").read_text())
     assert status["status"] == "succeeded" and status["warning"].startswith(
         "ran twice: the first attempt was disturbed (node1: other programs"), status
