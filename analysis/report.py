@@ -83,10 +83,9 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += memory_section(run_path, out, records, cells, figure)
     blocks += network_section(out, groups, records, cells, manifest, figure)
     blocks += scaling_section(out, groups, figure)
-    ops = operators.categorised(records)
-    table = operators.category_table(ops, cells)
-    blocks += operators_section(out, records, ops, table, planned, figure, bed, moved,
-                                indicative(main))
+    section, table = operators_section(out, records, cells, planned, figure, bed, moved,
+                                       indicative(main))
+    blocks += section
     blocks += consistency_section(out, records, groups, table, manifest,
                                   network.table(groups, records, cells, manifest))
     blocks += failures_section(cells, summary["disturbed"])
@@ -113,14 +112,24 @@ def scaling_section(out, groups, figure):
     return blocks
 
 
-def operators_section(out, records, ops, table, planned, figure, bed=None, moved=None,
-                      stamp=""):
-    """Figs. 5, 7, 10, coverage, the names left in `other`, the profiler's cost, the claims."""
+def operators_section(out, records, cells, planned, figure, bed=None, moved=None, stamp=""):
+    """Figs. 5, 7, 10, coverage, the names left in `other`, the profiler's cost, the claims;
+    and the table of operator categories (the consistency section reads it)."""
+    ops = operators.categorised(records)
+    table = operators.category_table(ops, cells)
     blocks = [("h2", "Operator profiles (cf. paper Figs. 5, 7, 10)")]
     if ops.empty:
         return blocks + [("p", "No profiled steps in this run (`invoke bench --profile-steps "
-                               "N`, N > 0).")]
+                               "N`, N > 0).")], table
+    return blocks + _operator_blocks(out, records, ops, table, planned, figure) + [
+        ("h3", "The paper's operator claims")] + claims_table(
+            operators.evaluate_claims(table, testbed=bed), moved, stamp), table
+
+
+def _operator_blocks(out, records, ops, table, planned, figure):
+    """The figures, the table per category, coverage, names in `other`, the profiler's cost."""
     table.to_csv(out / "operators.csv", index=False)
+    blocks = []
     blocks.append(("p", "Profiled steps run after each cell's timed steps and calibration, so "
                         "the profiler never runs in a timed step. Time per step of each "
                         "canonical category (analysis/operators.yml), every process of the "
@@ -159,8 +168,7 @@ def operators_section(out, records, ops, table, planned, figure, bed=None, moved
                               "ratio"],
                     [[r.benchmark, r.system, "%.4f" % r.timed_step, "%.4f" % r.profiled_step,
                       "%.2f" % r.ratio] for r in cost.itertuples()])]
-    rows = operators.evaluate_claims(table, testbed=bed)
-    return blocks + [("h3", "The paper's operator claims")] + claims_table(rows, moved, stamp)
+    return blocks
 
 
 CLAIM_HEADER = ["claim", "section", "paper", "measured", "95% interval", "tolerance band",
@@ -370,26 +378,29 @@ def steady_step(g):
     return (g.execution_seconds - g.startup) / (tidy.PAPER_STEPS - 1)
 
 
+def execution_row(g):
+    """One benchmark x system-mode's row of the execution-time table."""
+    return ([g.benchmark, g.system, g.link or "-", g.status,
+             "%d/%d" % (g.succeeded, g.repeats), render.number(g.startup, "%.2f"),
+             render.number(g.measured_seconds - g.startup, "%.2f"),
+             render.number(g.wall_step, "%.4f"), render.number(steady_step(g), "%.4f"),
+             render.number(getattr(g, "median_step", math.nan), "%.4f"),
+             render.number(g.execution_seconds, "%.1f"),
+             "-" if g.ci_low != g.ci_low else "%.1f - %.1f" % (g.ci_low, g.ci_high),
+             getattr(g, "interval", "") or "-", prediction_text(g),
+             ("projected" if g.projected else "measured")
+             + (", stopped at %s" % g.stop if g.stop else ""),
+             render.number(g.cv, "%.1f%%", 100),
+             "; ".join(f for f in ("CV > 5%" if g.unstable else "", interval_flag(g),
+                                   "%d disturbed, left out" % g.disturbed
+                                   if g.disturbed else "", cleaning_flag(g)) if f),
+             interference_cell(g)]
+            + [render.number(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
+            + [render.number(g.peak_rss_mb, "%.0f")])
+
+
 def execution_section(fig3, groups, manifest=None):
-    rows = []
-    for g in groups.itertuples():
-        rows.append([g.benchmark, g.system, g.link or "-", g.status,
-                     "%d/%d" % (g.succeeded, g.repeats), render.number(g.startup, "%.2f"),
-                     render.number(g.measured_seconds - g.startup, "%.2f"),
-                     render.number(g.wall_step, "%.4f"), render.number(steady_step(g), "%.4f"),
-                     render.number(getattr(g, "median_step", math.nan), "%.4f"),
-                     render.number(g.execution_seconds, "%.1f"),
-                     "-" if g.ci_low != g.ci_low else "%.1f - %.1f" % (g.ci_low, g.ci_high),
-                     getattr(g, "interval", "") or "-", prediction_text(g),
-                     ("projected" if g.projected else "measured")
-                     + (", stopped at %s" % g.stop if g.stop else ""),
-                     render.number(g.cv, "%.1f%%", 100),
-                     "; ".join(f for f in ("CV > 5%" if g.unstable else "", interval_flag(g),
-                                           "%d disturbed, left out" % g.disturbed
-                                           if g.disturbed else "", cleaning_flag(g)) if f),
-                     interference_cell(g)]
-                    + [render.number(getattr(g, c), "%.4f") for c in PHASE_COLUMNS]
-                    + [render.number(g.peak_rss_mb, "%.0f")])
+    rows = [execution_row(g) for g in groups.itertuples()]
     return [("h2", "Execution time (cf. paper Fig. 3)"), ("img", fig3, "Fig. 3: execution time"),
             ("p", "Per benchmark and system-mode over its repeats, the measured run in two "
                   "parts that do not overlap: start-up (process start to the end of the first "

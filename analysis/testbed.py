@@ -283,6 +283,25 @@ def deviations(setup, paper):
     def add(key, text):
         out.append({"key": key, "text": text})
 
+    _machine_deviations(setup, paper, add)
+    _size_deviations(setup, paper, add)
+    _cpu_deviation(setup, paper, add)
+    _version_deviations(setup, paper, add)
+    _kernel_deviations(setup, paper, out)
+    _coordinator_deviations(setup, out)
+    _data_deviations(setup, paper, add)
+    _step_deviations(setup, add)
+    _parameter_deviation(setup, out)
+    sources = paper_sources()
+    for deviation in out:  # every value given as the paper's says where the paper gives it
+        if deviation["key"] in CITED:
+            deviation["text"] += " (the paper's value: %s)" % where_stated(
+                sources[CITED[deviation["key"]]])
+    return out
+
+
+def _machine_deviations(setup, paper, add):
+    """Emulated CPUs, cores the probe found shared, and machines holding more than one node."""
     vm = setup.get("vm") or {}
     if vm.get("accelerator") == "qemu":
         add("emulated_cpu", "the nodes are VMs on QEMU's TCG emulation (%s): their CPUs are "
@@ -301,6 +320,10 @@ def deviations(setup, paper):
         elif len(m["nodes"]) > 1 and m["memory_mb"]:
             add("memory", "nodes %s share one machine's %d MB of memory (paper: %d MB per "
                 "node)" % (", ".join(m["nodes"]), m["memory_mb"], paper["memory_mb_per_node"]))
+
+
+def _size_deviations(setup, paper, add):
+    """Threads per worker and the number of nodes (so the global batch)."""
     threads = sorted({n["threads"] for n in setup["nodes"]} - {None})
     if threads and threads != [paper["vcpus_per_node"]]:
         add("threads", "%s compute thread(s) per worker (paper: %d vCPUs per node)"
@@ -310,6 +333,9 @@ def deviations(setup, paper):
         add("nodes", "%d nodes (paper: %d), so a step's global batch is %d x %d = %d images, "
             "not Table IV's %d" % (count, paper["nodes"], count, paper["local_batch"],
                                    count * paper["local_batch"], paper["global_batch"]))
+
+
+def _cpu_deviation(setup, paper, add):
     models = cpu_models(setup)
     # the paper's words read as a VM's CPU model name (QEMU's "Intel Core Processor (...)",
     # the package's reading): any other model, an Intel Xeon included, is another CPU; the
@@ -320,9 +346,10 @@ def deviations(setup, paper):
             "which kernels a framework runs, and how fast, depends on the CPU" % (
                 " / ".join(models), paper["cpu"], "; the same model name, read by the package "
                 "as QEMU's generic Intel models, whose instruction sets vary" if same else ""))
-    _version_deviations(setup, paper, add)
-    _kernel_deviations(setup, paper, out)
-    _coordinator_deviations(setup, out)
+
+
+def _data_deviations(setup, paper, add):
+    """The link, synthetic data, and how the data is read (the page cache)."""
     if setup["link"]["kind"] in ("loopback", "shaped"):
         add("link", "%s (paper: %s)" % (setup["link"]["text"], paper["link"]))
     if "synthetic" in setup["data"]:
@@ -338,14 +365,6 @@ def deviations(setup, paper):
                           "after (as the paper says, section V-G)" % name
                           for name in registry.caching_frameworks()),
                 " and ".join(registry.caching_frameworks())))
-    _step_deviations(setup, add)
-    _parameter_deviation(setup, out)
-    sources = paper_sources()
-    for deviation in out:  # every value given as the paper's says where the paper gives it
-        if deviation["key"] in CITED:
-            deviation["text"] += " (the paper's value: %s)" % where_stated(
-                sources[CITED[deviation["key"]]])
-    return out
 
 
 # Table II's parameter counts against the package's networks (trainable parameters with a

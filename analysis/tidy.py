@@ -38,8 +38,16 @@ def cell_table(records, paper_steps=PAPER_STEPS):
     the paper's remaining steps, or the measurement where the run made the paper's steps) with
     its bootstrap replicates; the measured loop and start-up beside it; per-step phase means
     over workers and their totals at the paper's length; peak RSS = the largest process."""
-    status = records[records.metric == "status"].set_index("cell_id")
     per_process = records[records.metric != "status"]
+    table = _status_table(records[records.metric == "status"].set_index("cell_id"))
+    if not per_process.empty:
+        _fill_measured(table, per_process, paper_steps)
+    table["stop"] = _stops(per_process, table.index)
+    return _paper_totals(table, paper_steps).reset_index()
+
+
+def _status_table(status):
+    """The cells' status rows, with every measured column empty (NaN) until filled."""
     for optional in ("link", "link_mbit", "warning", "disturbed"):  # absent from older runs
         if optional not in status:
             status = status.assign(**{optional: None})
@@ -63,31 +71,34 @@ def cell_table(records, paper_steps=PAPER_STEPS):
     table["median_step"] = math.nan
     table["projected"] = True
     table["execution_boot"] = None
-    if not per_process.empty:
-        wide = per_process.pivot_table(index="cell_id", columns="metric", values="value",
-                                       aggfunc="mean")
-        for column in ["step"] + PHASES + ["parameters"]:
-            if column in wide:
-                table[column] = wide[column]
-        table["loop_seconds"] = _by_cell(per_process, "train_seconds", "max")
-        table["measured_seconds"] = _by_cell(per_process, "execution_seconds", "max")
-        table["peak_rss_mb"] = _by_cell(per_process, "peak_rss_mb", "max")
-        # the memory claims (section V-G) are about what a worker process holds, its data and
-        # model: its own RSS, without its forked loaders (which count the pages they share
-        # with it again); runs from before it was recorded fall back to the sum
-        workers = per_process[per_process.role == "worker"]
-        own = "peak_own_rss_mb" if (workers.metric == "peak_own_rss_mb").any() else "peak_rss_mb"
-        table["worker_peak_rss_mb"] = _by_cell(workers, own, "max")
-        for column in INTERFERENCE:  # the worst node's, over the cell's processes
-            table[column] = _by_cell(per_process, column, "max")
-        table["workers"] = per_process[per_process.metric == "step"].groupby(
-            "cell_id").size().reindex(table.index).fillna(0).astype(int)
-        for cell_id, rows in per_process.groupby("cell_id"):
-            found = projection(rows, table.total_steps.get(cell_id), paper_steps)
-            for key, value in found.items():
-                table.at[cell_id, key] = value
-    table["stop"] = _stops(per_process, table.index)
-    return _paper_totals(table, paper_steps).reset_index()
+    return table
+
+
+def _fill_measured(table, per_process, paper_steps):
+    """The per-process records into the table: phase means, the slowest process's times,
+    memory, interference, and each cell's projection to the paper's length."""
+    wide = per_process.pivot_table(index="cell_id", columns="metric", values="value",
+                                   aggfunc="mean")
+    for column in ["step"] + PHASES + ["parameters"]:
+        if column in wide:
+            table[column] = wide[column]
+    table["loop_seconds"] = _by_cell(per_process, "train_seconds", "max")
+    table["measured_seconds"] = _by_cell(per_process, "execution_seconds", "max")
+    table["peak_rss_mb"] = _by_cell(per_process, "peak_rss_mb", "max")
+    # the memory claims (section V-G) are about what a worker process holds, its data and
+    # model: its own RSS, without its forked loaders (which count the pages they share
+    # with it again); runs from before it was recorded fall back to the sum
+    workers = per_process[per_process.role == "worker"]
+    own = "peak_own_rss_mb" if (workers.metric == "peak_own_rss_mb").any() else "peak_rss_mb"
+    table["worker_peak_rss_mb"] = _by_cell(workers, own, "max")
+    for column in INTERFERENCE:  # the worst node's, over the cell's processes
+        table[column] = _by_cell(per_process, column, "max")
+    table["workers"] = per_process[per_process.metric == "step"].groupby(
+        "cell_id").size().reindex(table.index).fillna(0).astype(int)
+    for cell_id, rows in per_process.groupby("cell_id"):
+        found = projection(rows, table.total_steps.get(cell_id), paper_steps)
+        for key, value in found.items():
+            table.at[cell_id, key] = value
 
 
 def _stops(records, cells):

@@ -54,9 +54,16 @@ def timed_steps(config, sampler, epoch_batches, train_step):
                 break
         epoch += 1
     measured_wall = time.perf_counter() - measured_from
+    return _summary(config, rule, timer, sampler, (net_before, started),
+                    measured_wall, first_step_ended), batch
+
+
+def _summary(config, rule, timer, sampler, before, measured_wall, first_step_ended):
+    """timed_steps' result, once the loop has stopped; before: (net counters, time.time())
+    at the loop's start."""
     done = len(timer.steps)
     sampler.progress(step=done)
-    train_seconds = time.time() - started
+    train_seconds = time.time() - before[1]
     net_after = sampler.net_counters()
     measured = [s for s in timer.steps if not s["warmup"]]
     if rule.reached != "fixed":
@@ -68,8 +75,8 @@ def timed_steps(config, sampler, epoch_batches, train_step):
             "step_epochs": [s["epoch"] for s in measured],
             "stopped_by": rule.reached, "halfwidth": rule.finite_halfwidth(),
             "first_step_ended": first_step_ended, "loop_ended": time.time(),
-            "net_bytes_sent": net_after[0] - net_before[0],
-            "net_bytes_recv": net_after[1] - net_before[1]}, batch
+            "net_bytes_sent": net_after[0] - before[0][0],
+            "net_bytes_recv": net_after[1] - before[0][1]}
 
 
 class StopRule(object):

@@ -56,6 +56,28 @@ def require_root():
 
 # --- up ----------------------------------------------------------------------------------------
 
+def _already_up(with_slurm):
+    """The state of a cluster that is up (Slurm added where asked), or None where its state
+    is stale: then what it names is removed."""
+    state = read_state()
+    if all(host_alive(host) for host in state["hosts"]):
+        wait_for_ssh(state, seconds=5)
+        write_inventory(state)  # this checkout may not have it (the state is per machine)
+        if with_slurm and not state.get("slurm"):
+            start_slurm(state)
+        elif state.get("slurm"):
+            write_slurm_inventory(state)
+        write_state(state)
+        print("emulated cluster already up: %d hosts%s (cluster.down first to change it); "
+              "inventory %s" % (len(state["hosts"]), " with Slurm" if state.get("slurm")
+                                else "", INVENTORY))
+        return state
+    print("emulated cluster state is stale (a host or its sshd is gone): removing it "
+          "and starting again")
+    down()
+    return None
+
+
 def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memory_mb=4096,
        with_slurm=False):
     """Create the hosts (and, with_slurm, Slurm on them), or report that they exist. Returns
@@ -64,22 +86,9 @@ def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memo
     if with_slurm:
         slurm.require_packages()
     if state_file().is_file():
-        state = read_state()
-        if all(host_alive(host) for host in state["hosts"]):
-            wait_for_ssh(state, seconds=5)
-            write_inventory(state)  # this checkout may not have it (the state is per machine)
-            if with_slurm and not state.get("slurm"):
-                start_slurm(state)
-            elif state.get("slurm"):
-                write_slurm_inventory(state)
-            write_state(state)
-            print("emulated cluster already up: %d hosts%s (cluster.down first to change it); "
-                  "inventory %s" % (len(state["hosts"]), " with Slurm" if state.get("slurm")
-                                    else "", INVENTORY))
+        state = _already_up(with_slurm)
+        if state:
             return state
-        print("emulated cluster state is stale (a host or its sshd is gone): removing it "
-              "and starting again")
-        down()
     mbit = link_rate(network, rate, delay, loss)
     ensure_sshd()
     remove_tagged_rules()

@@ -242,6 +242,30 @@ def _merge(base, extra):
     return merged
 
 
+def _numbers(v, fail):
+    """A host's vcpus, CPU list and base port, checked."""
+    vcpus = _positive_int(v["vcpus"], lambda p: fail("vcpus", p, "give a whole number >= 1 "
+                                                                 "(`auto` on local nodes)"))
+    cpus = str(v.get("cpus") or "")
+    if cpus and not CPU_LIST.match(cpus):
+        fail("cpus", "is %r, not a CPU list" % cpus, "give a list like 0-3 or 4,5,6,7 "
+             "(`auto` on local nodes), or leave it out")
+    port = _positive_int(v["base_port"], lambda p: fail("base_port", p, "give a port 1024-65000"))
+    if not 1024 <= port <= 65000:
+        fail("base_port", "is %d, outside 1024-65000" % port, "give a port 1024-65000")
+    return vcpus, cpus, port
+
+
+def _check_paths(v, fail):
+    for path_field in ("workdir", "env_root"):
+        if not str(v[path_field]).startswith(("/", "~/")):
+            fail(path_field, "is %r, not absolute" % v[path_field], "start it with / or ~/")
+        if ANSIBLE_EXPANDS.search(str(v[path_field])):
+            fail(path_field, "is %r: Ansible expands $NAME and ${NAME} in paths, so the nodes "
+                 "would use another folder than the one the harness reads" % v[path_field],
+                 "write the value out (a `$` not followed by a letter, digit, _ or { is kept)")
+
+
 def _host(path, name, v):
     def fail(field_name, problem, fix):
         raise UserError("inventory %s: host %s: field `%s` %s" % (path, name, field_name, problem),
@@ -265,22 +289,8 @@ def _host(path, name, v):
     if not INTERFACE.match(str(v["cluster_interface"])):
         fail("cluster_interface", "is %r, not an interface name" % v["cluster_interface"],
              "give one interface name, e.g. eth1 or lo (see `ip -br addr` on the node)")
-    vcpus = _positive_int(v["vcpus"], lambda p: fail("vcpus", p, "give a whole number >= 1 "
-                                                                 "(`auto` on local nodes)"))
-    cpus = str(v.get("cpus") or "")
-    if cpus and not CPU_LIST.match(cpus):
-        fail("cpus", "is %r, not a CPU list" % cpus, "give a list like 0-3 or 4,5,6,7 "
-             "(`auto` on local nodes), or leave it out")
-    port = _positive_int(v["base_port"], lambda p: fail("base_port", p, "give a port 1024-65000"))
-    if not 1024 <= port <= 65000:
-        fail("base_port", "is %d, outside 1024-65000" % port, "give a port 1024-65000")
-    for path_field in ("workdir", "env_root"):
-        if not str(v[path_field]).startswith(("/", "~/")):
-            fail(path_field, "is %r, not absolute" % v[path_field], "start it with / or ~/")
-        if ANSIBLE_EXPANDS.search(str(v[path_field])):
-            fail(path_field, "is %r: Ansible expands $NAME and ${NAME} in paths, so the nodes "
-                 "would use another folder than the one the harness reads" % v[path_field],
-                 "write the value out (a `$` not followed by a letter, digit, _ or { is kept)")
+    vcpus, cpus, port = _numbers(v, fail)
+    _check_paths(v, fail)
     if connection == "ssh" and not v.get("ansible_user"):
         fail("ansible_user", "is missing for an SSH host", "add `ansible_user:`")
     jump = _jump(v, connection, fail)
