@@ -3,12 +3,15 @@
 Options in, one call into harness/, nothing else. Defaults come from invoke.yaml.
 """
 import functools
+import inspect
 import sys
+from dataclasses import fields
 from types import SimpleNamespace
 
 from invoke import Collection, Exit, task
 
 import registry
+from harness.plan.options import BenchOptions, check_positive
 
 
 def _options(c, **given):
@@ -67,23 +70,47 @@ def _listed():
         benchmarks=",".join(matrix.BENCHMARKS), planted=samemath.PLANTED,
         profile_steps=", ".join("%s %d" % (name, spec["profile_steps"])
                                 for name, spec in matrix.PROFILES.items()),
-        shapes=tuple(matrix.shape(name) for name in ("smoke", "quick", "verdict", "paper")),
-        local_batch=matrix.LOCAL_BATCH, verdict_repeats=matrix.PROFILES["verdict"]["repeats"])
+        local_batch=matrix.LOCAL_BATCH, verdict_repeats=matrix.PROFILES["verdict"]["repeats"],
+        systems=",".join(registry.systems()),
+        **{name: matrix.shape(name) for name in ("smoke", "quick", "verdict", "paper")})
 
 
 LISTED = _listed()
-COMMON = {
-    "inventory": "inventory name in inventory/ (%s) or a path to an Ansible YAML inventory "
-                 "[invoke.yaml: local]" % LISTED.inventories,
-    "stack": "version set in stacks/ (%s) [invoke.yaml: current]" % LISTED.stacks,
-    "size": "the run's size: smoke (the five system-modes on LeNet-5, %s), quick (all 30 "
-            "cells, %s), verdict (all 30 cells, %s: a projection of paper) or paper (Tables "
-            "III-IV: %s) [invoke.yaml: smoke]" % LISTED.shapes,
-    "profile": "the old name of --size, kept for now ('profile' now means operator "
-               "profiles only)",
-    "data": "synthetic (generated CIFAR-format data) or real (the official archives); "
-            "default: the size's",
-}
+
+
+def _help(name):
+    """BenchOptions' help for an option, with what the repository lists filled in."""
+    (found,) = [f for f in fields(BenchOptions) if f.name == name]
+    return found.metadata["help"].format(**vars(LISTED))
+
+
+def _options_task(options_type):
+    """A task whose command-line options are options_type's fields that have help (Invoke
+    reads the signature built here); the body gets them whole, as a dict: function(c, given).
+    An option is so declared once, in its dataclass."""
+    def decorate(function):
+        on_line = options_type.on_command_line()
+        parameters = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
+            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+            for f in on_line]
+
+        @functools.wraps(function)
+        def body(c, **given):
+            return function(c, given)
+        body.__signature__ = inspect.Signature(parameters)
+        del body.__wrapped__  # Invoke reads the signature above, not function's
+        return task(help={f.name: _help(f.name) for f in on_line})(_user_errors(body))
+    return decorate
+
+
+def _where(c, given):
+    """given with --size (or --profile) and the inventory, stack and results folder filled in
+    from invoke.yaml where not given."""
+    o = _options(c, inventory=given["inventory"], stack=given["stack"],
+                 profile=_size(given["size"], given["profile"]), results=given["results"])
+    return dict(given, inventory=o.inventory, stack=o.stack, size=o.profile, profile=None,
+                results=o.results)
+COMMON = {name: _help(name) for name in ("inventory", "stack", "size", "profile", "data")}
 
 
 @task(help=dict(COMMON, data_archive="path of cifar-10-binary.tar.gz / cifar-100-binary."
@@ -105,64 +132,14 @@ def provision(c, inventory=None, stack=None, size=None, profile=None, data=None,
              frameworks=frameworks.split(",") if frameworks else None, wheelhouse=wheelhouse)
 
 
-@task(help=dict(COMMON,
-                run="run id (default: a new one, the start time); an existing run is "
-                    "resumed: its unfinished cells run, its succeeded ones are kept",
-                fail_fast="stop at the first failed cell (the rest stay pending, resumable)",
-                retry_failed="when resuming, run the failed cells again too, and those "
-                             "disturbed in both attempts",
-                force="when resuming, run every cell again (earlier attempts are kept in "
-                      ".attempts/)",
-                dry_run="print the cells, their estimates and each node's script as the run will "
-                        "write it; change nothing on any node",
-                benchmarks="comma-separated subset of: %s" % LISTED.benchmarks,
-                systems="comma-separated subset of: %s" % ",".join(registry.systems()),
-                epochs="override the size's epochs",
-                steps="override the size's steps per epoch",
-                timeout="seconds before a cell is stopped (default: from the size)",
-                repeats="run every cell N times, each time every cell in a new random order "
-                        "(the analysis gives each setting's expected time a 95%% confidence "
-                        "interval) [the verdict size %d, others 1]"
-                        % LISTED.verdict_repeats,
-                nodes="scaling: run each cell on the first k hosts for each k, e.g. 1,2,3 "
-                      "(local batch stays %d; provision with the same --nodes)"
-                      % LISTED.local_batch,
-                network="emulated cluster only: run the cells at each link setting, e.g. "
-                        "50mbit,1gbit,10gbit (reshaped between settings, recorded per cell)",
-                profile_steps="profiled steps per cell after the timed ones, for the operator "
-                              "profiles (0: none) [%s]" % LISTED.profile_steps,
-                max_hours="refuse to start a plan expected to take longer (estimates from "
-                          "earlier runs or `invoke estimate`; see --dry-run)",
-                partition="--inventory slurm outside an allocation: ask Slurm for one in "
-                          "this partition (nodes and time limit from the plan), run the plan "
-                          "in it, release it at the end",
-                sbatch="--inventory slurm: write a batch script that runs the plan in one "
-                       "allocation (submitting it again resumes the run)",
-                submit="--sbatch, and submit the script (sbatch)",
-                results="results folder [invoke.yaml: results]"))
-@_user_errors
-def bench(c, inventory=None, stack=None, size=None, profile=None, run=None,
-          dry_run=False, benchmarks=None, systems=None, epochs=None, steps=None, data=None,
-          timeout=None, repeats=None, network=None, nodes=None, results=None, fail_fast=False,
-          retry_failed=False, force=False, profile_steps=None, max_hours=None, partition=None,
-          sbatch=False, submit=False):
+@_options_task(BenchOptions)
+def bench(c, given):
     """Run the matrix (or resume a run): one cell at a time on every node at once, watched,
     stopped by pid. Exits 0 when every cell is measured and usable, 2 when it refused to start
     (bad input; pre-flight), 3 when cells failed, were disturbed or are pending, 130 when
     interrupted."""
     from harness import commands
-    o = _options(c, inventory=inventory, stack=stack, profile=_size(size, profile),
-                 results=results)
-    outcome = commands.bench(
-        o.inventory, o.stack, o.profile, o.results, run_id=run, dry_run=dry_run,
-        benchmarks=benchmarks, systems=systems, epochs=commands.check_positive("epochs", epochs),
-        steps=commands.check_positive("steps", steps), data=data,
-        timeout=commands.check_positive("timeout", timeout),
-        repeats=commands.check_positive("repeats", repeats), network=network,
-        node_counts=nodes, fail_fast=fail_fast, retry_failed=retry_failed, force=force,
-        profile_steps=commands.check_positive("profile-steps", profile_steps, 0),
-        max_hours=commands.check_hours(max_hours), partition=partition, sbatch=sbatch,
-        submit=submit)
+    outcome = commands.bench(BenchOptions.parsed(**_where(c, given)))
     _exit_unless_whole(commands.unfinished(outcome), outcome and outcome.get("run_id"))
 
 
@@ -235,7 +212,7 @@ def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20
     from selfcheck import overhead_check as oh
     o = _options(c, inventory=inventory, stack=stack)
     oh.run(o.inventory, o.stack, benchmark,
-           commands.check_positive("steps", steps), commands.check_positive("rounds", rounds),
+           check_positive("steps", steps), check_positive("rounds", rounds),
            frameworks.split(",") if frameworks else None)
 
 
@@ -250,7 +227,7 @@ def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=
     from selfcheck import overhead_check as oh
     o = _options(c, inventory=inventory, stack=stack)
     oh.crosscheck(o.inventory, o.stack, benchmark,
-                  commands.check_positive("steps", steps))
+                  check_positive("steps", steps))
 
 
 @task(name="fault-bench", help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
@@ -274,11 +251,11 @@ def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=
     if random is not None:
         import secrets
         from selfcheck import campaign
-        campaign.run(o.inventory, o.stack, o.results, commands.check_positive("random", random),
+        campaign.run(o.inventory, o.stack, o.results, check_positive("random", random),
                      seed=int(seed) if seed is not None else secrets.randbelow(10 ** 6),
                      systems=systems)
         return
-    faults.benchmark(o.inventory, o.stack, o.results, systems, commands.check_positive("steps", steps))
+    faults.benchmark(o.inventory, o.stack, o.results, systems, check_positive("steps", steps))
 
 
 @task(name="slurm-bench", help={"stack": COMMON["stack"],
@@ -292,7 +269,7 @@ def slurm_bench(c, stack=None, repeats=2, systems=None, results=None):
     from harness import commands
     from selfcheck import launchers
     o = _options(c, stack=stack, results=results)
-    launchers.run(o.stack, o.results, commands.check_positive("repeats", repeats), systems)
+    launchers.run(o.stack, o.results, check_positive("repeats", repeats), systems)
 
 
 @task(name="analysis-bench", help={"repeats": "repeats of each of the 30 cells [3]",
@@ -362,8 +339,8 @@ def interval_check(c, inventory=None, stack=None, benchmarks="lenet5-cifar10", s
     o = _options(c, inventory=inventory, stack=stack, results=results)
     calibrating.run(o.inventory, o.stack, o.results, benchmarks.split(","),
                     systems.split(",") if systems else list(matrix.SYSTEMS),
-                    commands.check_positive("short", short, 1),
-                    commands.check_positive("full", full, 2))
+                    check_positive("short", short, 1),
+                    check_positive("full", full, 2))
 
 
 @task(name="same-math", help={
@@ -405,8 +382,8 @@ def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks
     from harness import commands
     from selfcheck import reference_check
     o = _options(c, inventory=inventory, stack=stack)
-    reference_check.run(o.inventory, o.stack, commands.check_positive("rounds", rounds),
-                  commands.check_positive("steps", steps),
+    reference_check.run(o.inventory, o.stack, check_positive("rounds", rounds),
+                  check_positive("steps", steps),
                   frameworks.split(",") if frameworks else None,
                   networks.split(",") if networks else None)
 
@@ -433,7 +410,7 @@ def explain(c, inventory=None, stack=None, size=None, profile=None, benchmarks=N
     from harness import commands, ladder_run
     o = _options(c, inventory=inventory, stack=stack, results=results)
     found = ladder_run.run(o.inventory, o.stack, _size(size, profile) or "quick", o.results,
-                           benchmarks, claims, factors, commands.check_positive("repeats", repeats))
+                           benchmarks, claims, factors, check_positive("repeats", repeats))
     if run:
         commands.attach_explain(o.results, run, found["path"])
 

@@ -1,63 +1,58 @@
 """The user's four words, each one call from tasks.py."""
-import json
+import dataclasses
 import os
-import re
 import time
 from pathlib import Path
 
 from .results import collect
-from .run import contention, disturbance, interrupts, launch, preflight, resume, stall
+from .run import contention, launch, pipeline, preflight, resume, stall
 from .nodes import datasets, inventory, access as nodes_mod, provision, stacks
 from .plan import estimate, matrix
 from .plan.options import BenchOptions
 from .clusters import links, slurm_jobs
-from contract.errors import RunIncomplete, UserError, incomplete_cells
+from contract.errors import UserError, incomplete_cells
 from contract.explain_plan import PLAN as EXPLAIN_PLAN
 from contract.runfolder import CellStatus, RunFolder
 
 
-def bench(inventory_name, stack_name, profile, results, run_id=None, partition=None,
-          sbatch=False, submit=False, **given):
-    """given: the options of harness/plan/options.py BenchOptions, by name. partition, sbatch,
-    submit: --inventory slurm from outside an allocation (harness/clusters/slurm_jobs.py)."""
-    options = BenchOptions.given(**given)
-    if sbatch or submit or (partition and not os.environ.get("SLURM_JOB_ID")):
-        slurm = SlurmRequest(inventory_name, stack_name, profile, results, run_id, options)
-        if sbatch or submit:
-            return slurm.write_batch(partition, submit)
-        with slurm_jobs.allocated(partition, *slurm.size()):
-            return _bench_on(inventory_name, stack_name, profile, results, slurm.run_id,
-                             options)
-    return _bench_on(inventory_name, stack_name, profile, results, run_id, options)
+def bench(options):
+    """`invoke bench`. options: a BenchOptions (harness/plan/options.py): tasks.py fills it from
+    the command line, the package's own callers by name (bench_named). --partition, --sbatch,
+    --submit: --inventory slurm from outside an allocation (harness/clusters/slurm_jobs.py)."""
+    if options.sbatch or options.submit or (options.partition and
+                                            not os.environ.get("SLURM_JOB_ID")):
+        slurm = SlurmRequest(options)
+        if options.sbatch or options.submit:
+            return slurm.write_batch()
+        with slurm_jobs.allocated(options.partition, *slurm.size()):
+            return _bench_on(dataclasses.replace(options, run=slurm.run_id))
+    return _bench_on(options)
 
 
-def _bench_on(inventory_name, stack_name, profile, results, run_id, options):
+def bench_named(inventory_name, stack_name, size, results, **given):
+    """bench for the package's own callers: the four names every run needs, the rest of
+    BenchOptions by name."""
+    return bench(BenchOptions.given(inventory=inventory_name, stack=stack_name, size=size,
+                                    results=results, **given))
+
+
+def _bench_on(options):
     """bench on the inventory's nodes (for --inventory slurm: the allocation's)."""
     stall.frozen_seconds(), launch.base_lease()  # a bad setting stops the run before it starts
-    inv = inventory.load(inventory_name)
-    stack = stacks.load(stack_name)
+    inv = inventory.load(options.inventory)
+    stack = stacks.load(options.stack)
     nodes = nodes_mod.connect_all(inv)
-    path = Path(results) / run_id if run_id else None
-    resuming = path is not None and RunFolder(path).exists()  # a dry run shows the resume
-    run_id = run_id or collect.new_run_id()
-    if resuming:
-        cells, todo = resume.plan(path, options)
-    else:
-        networks = links.check(inv, options.network)
-        # in the manifest; cells given (invoke explain's rounds) keep their order: no seed
-        options.order_seed = None if options.cells else matrix.order_seed(run_id)
-        cells = options.cells or plan_cells(profile, len(inv.hosts), options, networks)
-        todo = cells
-    if options.round is not None:
-        todo = [cell for cell in todo if cell.repeat == options.round]
-    basis = estimate.history(results, inv.name, stack.name)
+    run_id = options.run or collect.new_run_id()
+    path = Path(options.results) / run_id
+    resuming = options.run is not None and RunFolder(path).exists()  # a dry run shows it
+    cells, todo = _cells(options, inv, path, resuming)
+    basis = estimate.history(options.results, inv.name, stack.name)
     # before this run's probe, the newest probe of the same nodes gives the prior
     expected = estimate.plan_seconds(todo, basis, todo and contention.last_measured(
         *probe_nodes(nodes, stack, todo)))
     if options.dry_run:
         return _dry_run(todo, run_id, nodes, stack, expected)
     _check_limit(expected, options.max_hours)
-    path = Path(results) / run_id
     if not todo:
         print("run %s: nothing left to run (--retry-failed or --force run cells again)" % run_id)
         return {"run_id": run_id, "path": path, "outcomes": {}}
@@ -67,12 +62,28 @@ def _bench_on(inventory_name, stack_name, profile, results, run_id, options):
     if resuming:
         resume.prepare(path, todo, nodes)
     else:
-        _start_run(path, inv, stack, profile, cells, options)
+        _start_run(path, inv, stack, cells, options)
     probe = probe_contention(path, nodes, stack, todo)
     expected = estimate.plan_seconds(todo, basis, probe)  # a cell never run: a prior
     print(estimate.summary(*expected), flush=True)
-    return _run_cells(path, run_id, todo, nodes, stack, options.timeout, options.fail_fast,
-                      expected[0], basis, probe)
+    return pipeline.Run(path, run_id, nodes, stack, options, basis, probe,
+                        expected[0]).run_cells(todo)
+
+
+def _cells(options, inv, path, resuming):
+    """(every cell of the run, the cells to run now): a resumed run's from its manifest, a
+    new run's planned (or given: invoke explain's rounds), --round's alone."""
+    if resuming:
+        cells, todo = resume.plan(path, options)
+    else:
+        networks = links.check(inv, options.network)
+        # in the manifest; cells given (invoke explain's rounds) keep their order: no seed
+        options.order_seed = None if options.cells else matrix.order_seed(path.name)
+        cells = todo = options.cells or plan_cells(options.size, len(inv.hosts), options,
+                                                   networks)
+    if options.round is not None:
+        todo = [cell for cell in todo if cell.repeat == options.round]
+    return cells, todo
 
 
 def plan_cells(profile, hosts, options, networks=None):
@@ -86,17 +97,13 @@ def plan_cells(profile, hosts, options, networks=None):
                        environment=options.environment, threads=options.threads or 0)
 
 
-CRASH = re.compile(r"exited with (134|139)\b")  # 128 + SIGABRT, 128 + SIGSEGV
-
-
 class SlurmRequest:
     """A plan to run through Slurm from outside an allocation: how many nodes and how long to
     ask for, and the batch script that runs it."""
 
-    def __init__(self, inventory_name, stack_name, profile, results, run_id, options):
-        self.inventory_name, self.stack_name, self.profile = inventory_name, stack_name, profile
-        self.results, self.options = Path(results), options
-        self.run_id = run_id or collect.new_run_id()
+    def __init__(self, options):
+        self.options, self.results = options, Path(options.results)
+        self.run_id = options.run or collect.new_run_id()
         self.path = self.results / self.run_id
 
     def size(self):
@@ -107,17 +114,18 @@ class SlurmRequest:
         else:
             counts = self.options.nodes
             most = max(int(k) for k in str(counts).split(",")) if counts else 3
-            todo = cells = plan_cells(self.profile, most, self.options)
+            todo = cells = plan_cells(self.options.size, most, self.options)
         rows, _ = estimate.plan_seconds(todo, estimate.history(
-            self.results, self.inventory_name, self.stack_name))
+            self.results, self.options.inventory, self.options.stack))
         return max(c.nodes for c in cells), slurm_jobs.time_limit_minutes(rows)
 
     def bench_args(self, choosing):
-        return ["--inventory", self.inventory_name, "--stack", self.stack_name,
-                "--profile", self.profile, "--results", str(self.results.resolve())] + \
+        return ["--inventory", self.options.inventory, "--stack", self.options.stack,
+                "--size", self.options.size, "--results", str(self.results.resolve())] + \
             self.options.command_line(choosing)
 
-    def write_batch(self, partition, submit):
+    def write_batch(self):
+        partition, submit = self.options.partition, self.options.submit
         nodes, minutes = self.size()
         self.results.mkdir(parents=True, exist_ok=True)
         script = self.results / ("%s.sbatch" % self.run_id)
@@ -171,57 +179,13 @@ def probe_nodes(nodes, stack, cells):
     return used, {n.name: env.python(n.path(n.host.env_root)) for n in used}
 
 
-def _start_run(path, inv, stack, profile, cells, options):
+def _start_run(path, inv, stack, cells, options):
     path.mkdir(parents=True, exist_ok=True)
-    collect.start_manifest(path, inv, stack, profile, cells, options.manifest(),
+    collect.start_manifest(path, inv, stack, options.size, cells, options.manifest(),
                            link_mbit=links.link_mbits(inv, cells))
     print("run %s: %d cell(s) -> %s" % (path.name, len(cells), path), flush=True)
     for cell in cells:
         _write_status(path, cell, CellStatus(cell.id))
-
-
-def _run_cells(path, run_id, cells, nodes, stack, timeout, fail_fast, expected=(), basis=None,
-               probe=None):
-    outcomes = {}
-    seconds = {cell.id: s for cell, s, _ in expected}
-    interrupts.install()  # Ctrl-C, `kill` or a CI timeout: stop the cell, clean up, keep data
-    try:
-        for index, cell in enumerate(cells, 1):
-            interrupts.check()
-            print("cell %d/%d" % (index, len(cells)), flush=True)
-            links.apply(cell)
-            after = [seconds.get(c.id) for c in cells[index:]]
-            bounds = stall.Bounds.for_cell(
-                cell, (basis or {}).get(estimate.key(cell.settings)) or estimate.prior(cell, probe),
-                estimate.slowness(probe))
-            outcomes[cell.id] = _run_retrying_crash(path, run_id, cell, nodes, stack, timeout,
-                                                    (sum(s for s in after if s is not None),
-                                                     after.count(None)), bounds, probe)
-            taken = launch.unusable(nodes, fresh=True) if outcomes[cell.id] != "succeeded" \
-                else ""
-            if taken and index < len(cells):
-                raise RunIncomplete("%s: %d cell(s) left pending" % (taken, len(cells) - index),
-                                "resume with `invoke bench --run %s` once the nodes are back, "
-                                "or in a new allocation" % run_id)
-            if fail_fast and outcomes[cell.id] != "succeeded" and index < len(cells):
-                print("stopping (--fail-fast): %d cell(s) left pending; resume with "
-                      "`invoke bench --run %s`" % (len(cells) - index, run_id), flush=True)
-                break
-    except KeyboardInterrupt:
-        print("\ninterrupted: the running cell was stopped on every node and marked failed "
-              "(interrupted); resume with `invoke bench --run %s`" % run_id, flush=True)
-        raise
-    finally:
-        interrupts.restore()
-        collect.keep_slurm_accounting(path)
-        collect.finish_manifest(path, nodes)
-        collect.build_records(path)
-        for node in nodes:
-            node.close()
-    failed = [cid for cid, s in outcomes.items() if s != "succeeded"]
-    print("run %s: %d succeeded, %d failed; results in %s"
-          % (run_id, len(outcomes) - len(failed), len(failed), path))
-    return {"run_id": run_id, "path": path, "outcomes": outcomes}
 
 
 def unfinished(outcome):
@@ -232,90 +196,8 @@ def unfinished(outcome):
     return incomplete_cells(RunFolder(outcome["path"]).statuses())
 
 
-def shard_index(cell, nodes_count):
-    meta = datasets.prepare(cell.dataset, cell.data, nodes_count, progress=lambda m: None)
-    return json.loads((meta / "shards.json").read_text())
-
-
-def _run_retrying_crash(path, run_id, cell, nodes, stack, timeout, after, bounds=None,
-                        probe=None):
-    """A cell runs once more (once) when it failed because a framework crashed in native code
-    (SIGSEGV or SIGABRT: TF 2.21's coordinator and profiler have, at random), or when it
-    succeeded disturbed: other programs or steal took more than the bound of a node's CPUs
-    (harness/run/disturbance.py). The first attempt is kept in .attempts/, and the cell's
-    warning, which the report lists, names it. A kill (SIGKILL, a fault) or any other failure
-    is not retried; a cell disturbed again is kept, marked `disturbed`, out of the verdicts.
-    probe: the run's contention probe, which says whether disturbance is acted on here
-    (disturbance.judged) and how the workers calibrate (launch.calibrate_together)."""
-    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds, probe)
-    first = RunFolder(path).status(cell.id)
-    why = retry_reason(outcome, first)
-    if not why:
-        return outcome
-    print("  %s: running it once more, %s (the first attempt is kept in .attempts/)"
-          % (cell.id, why), flush=True)
-    RunFolder(path).set_aside(cell.id)
-    outcome = _run_one(path, run_id, cell, nodes, stack, timeout, after, bounds, probe)
-    status = RunFolder(path).status(cell.id)
-    status["warning"] = "; ".join(filter(None, [
-        "ran twice: the first attempt %s" % why, status.get("warning")]))
-    if status.get("disturbed"):
-        status["warning"] += "; disturbed%s: kept out of the verdicts" % (
-            " again" if why.startswith("was disturbed") else "")
-        print("  %s: %s again: kept, out of the verdicts" % (cell.id, status["disturbed"]),
-              flush=True)
-    _write_status(path, cell, status)
-    return outcome
-
-
-def retry_reason(outcome, status):
-    """Why a cell's attempt is run once more ('failed (...)', 'was disturbed (...)'), or ''."""
-    if outcome != "succeeded":
-        return "failed (%s)" % status["reason"] if CRASH.search(status.get("reason", "")) \
-            else ""
-    # a cell salvaged after a fault is not run again: its timing is whole, its profile not
-    return "was %s" % status["disturbed"] if status.get("disturbed") and \
-        not (status.get("warning") or "").startswith(launch.SALVAGED) else ""
-
-
-def _run_one(path, run_id, cell, nodes, stack, timeout, after=(0.0, 0), bounds=None,
-             probe=None):
-    """after: the expected seconds of the cells after this one and how many of them have no
-    estimate (the run's ETA)."""
-    shards = shard_index(cell, cell.nodes)
-    processes = launch.prepare(cell, run_id, nodes, stack, shards, launch.lease_seconds(bounds),
-                               launch.calibrate_together(probe, bounds, nodes[:cell.nodes]))
-    status = CellStatus(cell.id, status="running", settings=cell.settings)
-    _write_status(path, cell, status)
-    try:
-        launch.run_cell(cell, processes, timeout or cell.default_timeout() * (
-                            bounds.slowness if bounds else 1.0), status,
-                        save=lambda: _write_status(path, cell, status), after=after,
-                        bounds=bounds)
-    finally:
-        status["fetched_files"] = collect.fetch_cell(path, status, nodes)
-        status["interference"] = disturbance.per_node(path / cell.id)
-        if status["status"] == "succeeded" and disturbance.judged(probe, bounds):
-            status["disturbed"] = disturbance.disturbed(status["interference"])
-        _write_status(path, cell, status)
-        _report(cell, status)
-    return status["status"]
-
-
 def _write_status(path, cell, status):
     RunFolder(path).save_status(status, time.time())
-
-
-def _report(cell, status):
-    line = "  %s: %s in %.1f s" % (cell.id, status["status"], status.get("seconds", 0.0))
-    if status.get("reason"):
-        line += " (%s)" % status["reason"]
-    if status.get("disturbed"):
-        line += ", %s" % status["disturbed"]
-    print(line, flush=True)
-    for label, tail in (status.get("log_tails") or {}).items():
-        if tail.strip():
-            print("  --- last lines of %s ---\n%s" % (label, tail))
 
 
 def _dry_run(cells, run_id, nodes, stack, expected):
@@ -444,28 +326,3 @@ def estimate_run(inventory_name, stack_name, profile, results, benchmarks=None, 
                  steps=estimate.ESTIMATE_STEPS, profile_steps=0, repeats=1)
 
 
-def check_hours(value):
-    """--max-hours: None, or a positive number of hours."""
-    if value is None:
-        return None
-    try:
-        hours = float(value)
-    except ValueError:
-        hours = 0
-    if not hours > 0:
-        raise UserError("--max-hours must be a positive number of hours, not %r" % value,
-                        "e.g. --max-hours 2.5")
-    return hours
-
-
-def check_positive(name, value, least=1):
-    """A command-line count: None, or a whole number >= least."""
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        number = least - 1
-    if number < least:
-        raise UserError("--%s must be a whole number >= %d (got %r)" % (name, least, value))
-    return number

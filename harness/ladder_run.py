@@ -187,12 +187,12 @@ def run_round(plan, inventory_name, runs, round_):
         path = runs / plan.run_id(stack)
         if RunFolder(path).exists():
             add_cells(path, cells)
-            commands.bench(inventory_name, stack, plan.profile, str(runs),
-                           run_id=path.name, round_=round_, repeats=None)
+            commands.bench_named(inventory_name, stack, plan.profile, str(runs),
+                           run=path.name, round=round_, repeats=None)
         else:
             links = sorted({c.link for c in cells if c.link})
-            commands.bench(inventory_name, stack, plan.profile, str(runs), run_id=path.name,
-                           round_=round_, cells=cells, network=",".join(links) or None)
+            commands.bench_named(inventory_name, stack, plan.profile, str(runs), run=path.name,
+                           round=round_, cells=cells, network=",".join(links) or None)
 
 
 def add_cells(path, cells):
@@ -218,8 +218,8 @@ def fall_back(plan, inventory_name, runs):
         path = runs / plan.run_id(stack)
         first = [c for c in cells if c.repeat == 0 and not RunFolder(path).attempts(c.id)]
         if failures(path, first):  # each failed cell is retried once, not at every explain
-            commands.bench(inventory_name, stack, plan.profile, str(runs), run_id=path.name,
-                           round_=0, repeats=None, retry_failed=True)
+            commands.bench_named(inventory_name, stack, plan.profile, str(runs), run=path.name,
+                           round=0, repeats=None, retry_failed=True)
     for setting in plan.settings():
         stack, cells = plan.cells_of(setting)
         failed = failures(runs / plan.run_id(stack), [c for c in cells if c.repeat == 0])

@@ -50,8 +50,8 @@ def run(inventory_name, stack_name, results, benchmarks, systems, short=4, full=
                 shuffle.shuffle(chosen)  # a paper run of one repeat keeps the order given
             run_id = "%s-%s" % (name, benchmark)
             try:
-                commands.bench(inventory_name, stack_name, "verdict" if verdict else "paper",
-                               out, run_id=run_id, benchmarks=benchmark,
+                commands.bench_named(inventory_name, stack_name, "verdict" if verdict else "paper",
+                               out, run=run_id, benchmarks=benchmark,
                                systems=",".join(chosen), data=data, profile_steps=0)
             except UserError as exc:  # one run lost; the others still count
                 print("calibration: %s failed: %s" % (run_id, exc), flush=True)

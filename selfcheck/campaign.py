@@ -56,7 +56,7 @@ def one_fault(inv, inventory_name, stack_name, results, system, rng):
     killer = KillWhenTraining(nodes[0], victim_node, run_id, cells[0].id, step=1,
                               label="%s-%d" % (role, rank), delay=rng.uniform(0.0, 8.0))
     killer.start()
-    commands.bench(inventory_name, stack_name, "smoke", results, run_id=run_id,
+    commands.bench_named(inventory_name, stack_name, "smoke", results, run=run_id,
                    systems=system, steps=STEPS, repeats=2)
     killer.join(timeout=1)
     path = Path(results) / run_id

@@ -118,7 +118,7 @@ def fault_row(inv, inventory_name, stack_name, results, system, steps):
     cells = run_order(inv, run_id, system, steps)
     killer = KillWhenTraining(nodes[0], nodes[1], run_id, cells[0].id)
     killer.start()
-    commands.bench(inventory_name, stack_name, "smoke", results, run_id=run_id, systems=system,
+    commands.bench_named(inventory_name, stack_name, "smoke", results, run=run_id, systems=system,
                    steps=steps, repeats=2)
     killer.join(timeout=1)
     path = Path(results) / run_id

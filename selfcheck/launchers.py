@@ -31,8 +31,8 @@ def run(stack_name, results, repeats=2, systems=None):
             order = ROUTES if repeat % 2 == 0 else ROUTES[::-1]
             for route, inventory_name in order:
                 print("== %s, repeat %d" % (route, repeat + 1), flush=True)
-                outcome = commands.bench(inventory_name, stack_name, "smoke", out,
-                                         run_id="%s-%d" % (route, repeat), systems=systems)
+                outcome = commands.bench_named(inventory_name, stack_name, "smoke", out,
+                                         run="%s-%d" % (route, repeat), systems=systems)
                 runs[route].append(outcome["path"])
     lines = table(runs)
     (out / "launchers.md").write_text("\n".join(lines) + "\n")

@@ -86,7 +86,7 @@ def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems
 
 
 def math_run(inventory_name, stack_name, out, run_id, benchmark, systems, planted):
-    outcome = commands.bench(inventory_name, stack_name, "math", out, run_id=run_id,
+    outcome = commands.bench_named(inventory_name, stack_name, "math", out, run=run_id,
                              benchmarks=benchmark, systems=systems, planted=planted)
     commands.collect_run(inventory_name, out, run_id)
     return load(outcome["path"])

@@ -10,7 +10,7 @@ import registry
 from harness.nodes import inventory, access as nodes_mod, stacks
 from harness.run import launch, preflight
 from harness.plan import matrix
-from harness.commands import shard_index
+from harness.run.pipeline import shard_index
 from contract.errors import UserError
 
 # one synchronous system-mode per framework: its trainer's local_loop is what runs

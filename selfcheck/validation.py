@@ -39,8 +39,8 @@ def run(inventory_name, stack_name, results, systems=None, data="synthetic",
     runs = {}
     for system in chosen:
         for name, profile in ORDER:
-            outcome = commands.bench(inventory_name, stack_name, profile, out,
-                                     run_id="%s-%s" % (name, system), benchmarks=benchmark,
+            outcome = commands.bench_named(inventory_name, stack_name, profile, out,
+                                     run="%s-%s" % (name, system), benchmarks=benchmark,
                                      systems=system, data=data, profile_steps=0)
             runs.setdefault(system, {})[name] = str(outcome["path"])
     rows = [compare(system, paths) for system, paths in runs.items()]

@@ -47,8 +47,8 @@ def run(stack_name, results, systems=None, benchmark="lenet5-cifar10", keep=Fals
         timed("provision %s" % framework, lambda: provision.run(
             "vagrant", stack_name, "smoke", frameworks=[framework]))
     for system in chosen:
-        outcome = timed("bench %s (smoke)" % system, lambda: commands.bench(
-            "vagrant", stack_name, "smoke", out, run_id=system, benchmarks=benchmark,
+        outcome = timed("bench %s (smoke)" % system, lambda: commands.bench_named(
+            "vagrant", stack_name, "smoke", out, run=system, benchmarks=benchmark,
             systems=system))
         timed("collect %s" % system, lambda: commands.collect_run("vagrant", out, system))
         figures.setdefault("cells", []).extend(cell_times(outcome["path"]))

@@ -78,11 +78,11 @@ def test_the_time_limit_is_the_plans_estimate_with_a_margin_and_timeouts_for_the
 def test_the_batch_script_starts_the_run_once_and_resumes_it_after(tmp_path):
     from harness import commands
     from harness.plan.options import BenchOptions
-    request = commands.SlurmRequest(
-        "slurm", "current", "smoke", tmp_path, "batch1",
-        BenchOptions(systems="pytorch-sync", timeout=300, repeats=1, fail_fast=True))
+    request = commands.SlurmRequest(BenchOptions(
+        inventory="slurm", stack="current", size="smoke", results=tmp_path, run="batch1",
+        systems="pytorch-sync", timeout=300, repeats=1, fail_fast=True, partition="short"))
     assert request.size()[0] == 3
-    script = request.write_batch("short", submit=False)["script"].read_text()
+    script = request.write_batch()["script"].read_text()
     assert "#SBATCH --nodes=3\n" in script and "#SBATCH --partition=short\n" in script
     first, resumed = [line for line in script.splitlines() if "bench --inventory" in line][::-1]
     assert "--systems pytorch-sync" in first and "--systems" not in resumed

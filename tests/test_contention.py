@@ -358,18 +358,18 @@ def test_a_node_is_disturbed_when_others_and_steal_pass_the_bound(tmp_path):
 
 
 def test_a_disturbed_cell_is_run_once_more_unless_it_was_salvaged():
-    from harness import commands
+    from harness.run import pipeline
     why = "disturbed (node1: other programs 31% and steal 0% of its CPUs' time; the bound is 5%)"
-    assert commands.retry_reason("succeeded", {"disturbed": why}) == "was " + why
-    assert commands.retry_reason("succeeded", {"disturbed": why, "warning": "operator profile "
+    assert pipeline.retry_reason("succeeded", {"disturbed": why}) == "was " + why
+    assert pipeline.retry_reason("succeeded", {"disturbed": why, "warning": "operator profile "
                                                "incomplete: ..."}) == ""
     # any other warning (a process stopped after writing its result) is still run again
-    assert commands.retry_reason("succeeded", {"disturbed": why, "warning": "stopped after "
+    assert pipeline.retry_reason("succeeded", {"disturbed": why, "warning": "stopped after "
                                                "writing its result: ..."}) == "was " + why
-    assert commands.retry_reason("succeeded", {"disturbed": ""}) == ""
-    assert commands.retry_reason("failed", {"reason": "node2/worker-1 exited with 139"}) == \
+    assert pipeline.retry_reason("succeeded", {"disturbed": ""}) == ""
+    assert pipeline.retry_reason("failed", {"reason": "node2/worker-1 exited with 139"}) == \
         "failed (node2/worker-1 exited with 139)"
-    assert commands.retry_reason("failed", {"reason": "node2/worker-1 exited with 137"}) == ""
+    assert pipeline.retry_reason("failed", {"reason": "node2/worker-1 exited with 137"}) == ""
 
 
 def test_disturbance_is_acted_on_only_where_the_claims_can_be_judged():

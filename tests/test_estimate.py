@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from harness import commands
-from harness.plan import estimate, matrix
+from harness.plan import estimate, matrix, options
 from harness.run import progress
 from contract.errors import UserError
 
@@ -109,7 +109,7 @@ def test_max_hours_refuses_a_plan_too_long_or_unknown(tmp_path):
     with pytest.raises(UserError, match="have no estimate yet"):
         commands._check_limit(unknown, 10)
     with pytest.raises(UserError, match="positive number of hours"):
-        commands.check_hours("-1")
+        options.check_hours("-1")
 
 
 class _Proc:

@@ -326,7 +326,7 @@ def test_stopped_processes_fail_their_cells_as_stalled(provisioned, tmp_path, mo
                 for cell, (_, phase, victim, _) in zip(cells, STALLS)]
     driver = threading.Thread(target=stop_in_turn, args=(stoppers,), daemon=True)
     driver.start()
-    commands.bench("local", "current", "smoke", str(tmp_path), run_id=run_id, cells=cells)
+    commands.bench_named("local", "current", "smoke", str(tmp_path), run=run_id, cells=cells)
     driver.join(timeout=1)
     for cell, stopper, stalled in zip(cells, stoppers, STALLS):
         check_stalled(tmp_path / run_id / cell.id, stopper, *stalled[:3])

@@ -313,14 +313,28 @@ def train_async(config, sampler):
     started, net_before = time.time(), sampler.net_counters()
     iterator = iter(per_worker)
     records = schedule_all(config, sampler, coordinator, fn, iterator, rule)
-    train_seconds = time.time() - started
-    net_after = sampler.net_counters()
+    clock = {"started": started, "train_seconds": time.time() - started,
+             "net": (net_before, sampler.net_counters())}
     sampler.progress(step=len(records) // config["world_size"])
     if config["math"]:  # the weights on the parameter servers
         samemath.write_weights(config, models.canonical(model),
                                samemath.FINAL)
     calibration = prepare_calibration(config, sampler, model.get_weights(),
                                       local_batch(config))()
+    result = async_result(config, records, rule, clock, calibration)
+    result["parameters"] = models.parameter_count(model)
+    closure_seconds = result.pop("mean_closure")  # the profiler's estimate, not a result key
+    if profile.wanted(config):
+        runner.keep(config, result)
+        result["profile"] = profile_async(config, sampler, coordinator, fn, iterator,
+                                          closure_seconds)
+    return result
+
+
+def async_result(config, records, rule, clock, calibration):
+    """The chief's result from every closure's record: the keys loop.timed_steps gives a
+    synchronous mode, per worker and over all; clock: when scheduling began, how long it
+    took, the network counters before and after."""
     steps = async_steps(config, records)
     measured = [s for w in steps for s in steps[w] if not s["warmup"]]
     ends = sorted(float(r["end"]) for r in records)
@@ -328,30 +342,27 @@ def train_async(config, sampler):
     wall = ends[-1] - min(s["start"] for s in measured)
     samples, epochs = closure_intervals(config, measured)
     first = min(records, key=lambda r: float(r["start"]))
-    result = {"steps": [s for w in sorted(steps) for s in steps[w]],
-            "train_seconds": train_seconds,
+    (sent_before, recv_before), (sent_after, recv_after) = clock["net"]
+    return {"steps": [s for w in sorted(steps) for s in steps[w]],
+            "train_seconds": clock["train_seconds"],
             "wall_step": wall * config["world_size"] / len(measured),
+            "mean_closure": wall / len(measured),  # popped by train_async
             "step_samples": samples, "step_epochs": epochs,
             "stopped_by": rule.reached, "halfwidth": rule.finite_halfwidth(),
             # node 1's interface (the chief's node) over every closure: bytes per step
-            "net_bytes_sent": net_after[0] - net_before[0],
-            "net_bytes_recv": net_after[1] - net_before[1],
+            "net_bytes_sent": sent_after - sent_before,
+            "net_bytes_recv": recv_after - recv_before,
             "net_steps": len(records) / float(config["world_size"]),
             # on the chief's clock: the first closure, timed on its worker, as if it began
             # when scheduling began (the workers' clocks may differ from the chief's)
-            "first_step_ended": started + float(first["end"] - first["start"]),
-            "loop_ended": started + train_seconds,
+            "first_step_ended": clock["started"] + float(first["end"] - first["start"]),
+            "loop_ended": clock["started"] + clock["train_seconds"],
             "per_worker": {str(w): dict(summary, node=config["worker_nodes"][w]
                                         if w >= 0 else None)
                            for w, summary in summaries.items()},
-            "calibration": calibration, "parameters": models.parameter_count(model),
+            "calibration": calibration,
             "summary": summarise([s for w in steps for s in steps[w]], calibration,
                                  worker_updates=False)}
-    if profile.wanted(config):
-        runner.keep(config, result)
-        result["profile"] = profile_async(config, sampler, coordinator, fn, iterator,
-                                          wall / len(measured))
-    return result
 
 
 def profile_async(config, sampler, coordinator, fn, iterator, step_estimate):

@@ -146,19 +146,38 @@ class Cell:
         return STARTUP_BOUND + steps * STEP_BOUND[self.network]
 
 
-def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None, data=None,
-         repeats=None, networks=None, node_counts=None, profile_steps=None, planted="",
-         environment=None, threads=0, order_seed=None):
-    """Cells of a profile, filtered and overridden by the user's options, in run order.
-    environment: framework -> "NAME=value;..." (a factor's level, invoke explain); repeats:
-    the profile's (the verdict size's 3, else 1) unless given; order_seed: with repeats,
-    each repeat is a block of every cell, in a random order drawn from it (seed + repeat)."""
+@dataclass
+class Choice:
+    """What a plan is asked beyond its size: the user's filters and overrides (bench's
+    options, harness/plan/options.py) and what the package's own callers set. environment:
+    framework -> "NAME=value;..." (a factor's level, invoke explain); repeats: the size's (the
+    verdict size's 3, else 1) unless given; order_seed: with repeats, each repeat is a block of
+    every cell, in a random order drawn from it (seed + repeat)."""
+    benchmarks: str = None
+    systems: str = None
+    epochs: int = None
+    steps: int = None
+    data: str = None
+    repeats: int = None
+    networks: list = None
+    node_counts: list = None
+    profile_steps: int = None
+    planted: str = ""
+    environment: dict = None
+    threads: int = 0
+    order_seed: int = None
+
+
+def plan(profile, nodes, **given):
+    """Cells of a size (profile) on `nodes` nodes, filtered and overridden by `given` (the
+    fields of Choice, by name; another name is a TypeError), in run order."""
+    choice = Choice(**given)
     if profile not in PROFILES:
         raise UserError("unknown profile %r" % profile, "use one of: %s" % ", ".join(PROFILES))
     spec = PROFILES[profile]
-    chosen_benchmarks = _pick("benchmark", benchmarks, spec["benchmarks"], BENCHMARKS)
-    chosen_systems = _pick("system", systems, spec["systems"], SYSTEMS)
-    steps = steps or spec["steps"]
+    chosen_benchmarks = _pick("benchmark", choice.benchmarks, spec["benchmarks"], BENCHMARKS)
+    chosen_systems = _pick("system", choice.systems, spec["systems"], SYSTEMS)
+    steps = choice.steps or spec["steps"]
     cells = []
     for benchmark in chosen_benchmarks:
         network, dataset = BENCHMARKS[benchmark]
@@ -170,28 +189,29 @@ def plan(profile, nodes, benchmarks=None, systems=None, epochs=None, steps=None,
                                 % ", ".join(NETWORKS_BUILT[framework]))
             base = Cell(benchmark=benchmark, network=network, dataset=dataset, system=system,
                         framework=framework, mode=SYSTEMS[system]["mode"], nodes=nodes,
-                        local_batch=LOCAL_BATCH, epochs=epochs or spec["epochs"],
+                        local_batch=LOCAL_BATCH, epochs=choice.epochs or spec["epochs"],
                         steps_per_epoch=steps, warmup_steps=min(spec["warmup"], steps - 1),
-                        data=data or spec["data"],
-                        profile_steps=spec["profile_steps"] if profile_steps is None
-                        else profile_steps, precision=spec.get("precision", 0.0),
+                        data=choice.data or spec["data"],
+                        profile_steps=spec["profile_steps"] if choice.profile_steps is None
+                        else choice.profile_steps, precision=spec.get("precision", 0.0),
                         calibration_steps=spec.get("calibration_steps", 0),
                         max_epochs=spec.get("max_epochs", 0),
-                        math=spec.get("math", False), planted=planted or "",
-                        environment=(environment or {}).get(framework, ""), threads=threads)
+                        math=spec.get("math", False), planted=choice.planted or "",
+                        environment=(choice.environment or {}).get(framework, ""),
+                        threads=choice.threads)
             cells.append(base)
-    repeats = repeats or spec.get("repeats", 1)
+    repeats = choice.repeats or spec.get("repeats", 1)
     # networks outermost: the links are reshaped once per setting, not once per cell; within
     # a setting, randomized complete blocks (issue 54): repeat r of every cell runs before
     # repeat r + 1 of any, each block in its own seeded random order. Within a block neither
     # the machine's slow drift nor what ran just before biases one system-mode; drift between
     # blocks is a block effect that cancels in a ratio of two cells (analysis/stats.py,
     # paired). Without a seed: the whole matrix in order, then again.
-    return [cell for n in networks or [""] for k in node_counts or [nodes]
+    return [cell for n in choice.networks or [""] for k in choice.node_counts or [nodes]
             for r in range(repeats)
             for cell in in_order([replace(c, repeat=r, link=n, nodes=k) for c in cells],
-                                 None if repeats == 1 or order_seed is None
-                                 else order_seed + r)]
+                                 None if repeats == 1 or choice.order_seed is None
+                                 else choice.order_seed + r)]
 
 
 def order_seed(run_id):
