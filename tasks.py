@@ -5,12 +5,12 @@ Options in, one call into harness/, nothing else. Defaults come from invoke.yaml
 import functools
 import inspect
 import sys
-from dataclasses import fields
 from types import SimpleNamespace
 
 from invoke import Collection, Exit, task
 
 import registry
+from harness.plan import options
 from harness.plan.options import BenchOptions, check_positive
 
 
@@ -78,18 +78,17 @@ def _listed():
 LISTED = _listed()
 
 
-def _help(name):
-    """BenchOptions' help for an option, with what the repository lists filled in."""
-    (found,) = [f for f in fields(BenchOptions) if f.name == name]
-    return found.metadata["help"].format(**vars(LISTED))
+def _help(text):
+    """A help text with what the repository lists filled in."""
+    return text.format(**vars(LISTED))
 
 
-def _options_task(options_type):
+def _options_task(options_type, **task_args):
     """A task whose command-line options are options_type's fields that have help (Invoke
     reads the signature built here); the body gets them whole, as a dict: function(c, given).
-    An option is so declared once, in its dataclass."""
+    An option is so declared once, in its dataclass (harness/plan/options.py)."""
     def decorate(function):
-        on_line = options_type.on_command_line()
+        on_line = options.on_command_line(options_type)
         parameters = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
             inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
             for f in on_line]
@@ -99,37 +98,33 @@ def _options_task(options_type):
             return function(c, given)
         body.__signature__ = inspect.Signature(parameters)
         del body.__wrapped__  # Invoke reads the signature above, not function's
-        return task(help={f.name: _help(f.name) for f in on_line})(_user_errors(body))
+        return task(help={f.name: _help(f.metadata["help"]) for f in on_line},
+                    **task_args)(_user_errors(body))
     return decorate
 
 
 def _where(c, given):
-    """given with --size (or --profile) and the inventory, stack and results folder filled in
-    from invoke.yaml where not given."""
-    o = _options(c, inventory=given["inventory"], stack=given["stack"],
-                 profile=_size(given["size"], given["profile"]), results=given["results"])
-    return dict(given, inventory=o.inventory, stack=o.stack, size=o.profile, profile=None,
-                results=o.results)
-COMMON = {name: _help(name) for name in ("inventory", "stack", "size", "profile", "data")}
+    """given with --size (or its old name --profile) and the inventory, stack and results
+    folder taken from invoke.yaml where not given (by _options)."""
+    out = dict(given)
+    named = {k: out[k] for k in ("inventory", "stack", "results") if k in out}
+    if "size" in out:
+        named["profile"] = _size(out["size"], out.get("profile"))
+    found = vars(_options(c, **named))
+    out.update({k: v for k, v in found.items() if k != "profile"})
+    if "size" in out:
+        out.update(size=found["profile"], profile=None)
+    return out
 
 
-@task(help=dict(COMMON, data_archive="path of cifar-10-binary.tar.gz / cifar-100-binary."
-                "tar.gz already downloaded (md5-checked) instead of downloading it",
-                nodes="node counts `bench --nodes` will use, e.g. 1,2,3: shards for each "
-                      "[all the inventory's nodes]",
-                frameworks="comma-separated subset of the stack's frameworks to build envs "
-                           "for (slow nodes: emulated VMs) [all]",
-                wheelhouse="nodes without a package index: download every wheel the stack "
-                           "needs into this folder here, push them, and install from them "
-                           "alone (docs/reproducing.md)"))
-@_user_errors
-def provision(c, inventory=None, stack=None, size=None, profile=None, data=None,
-              data_archive=None, nodes=None, frameworks=None, wheelhouse=None):
+COMMON = {name: _help(text) for name, text in options.HELP.items() if name != "results"}
+
+
+@_options_task(options.ProvisionOptions)
+def provision(c, given):
     """Build the framework envs, install bench/, push dataset shards, record host facts."""
     from harness.nodes import provision as prov
-    o = _options(c, inventory=inventory, stack=stack, profile=_size(size, profile))
-    prov.run(o.inventory, o.stack, o.profile, data=data, archive=data_archive, nodes=nodes,
-             frameworks=frameworks.split(",") if frameworks else None, wheelhouse=wheelhouse)
+    prov.run(options.ProvisionOptions(**_where(c, given)))
 
 
 @_options_task(BenchOptions)
@@ -143,17 +138,12 @@ def bench(c, given):
     _exit_unless_whole(commands.unfinished(outcome), outcome and outcome.get("run_id"))
 
 
-@task(help=dict(COMMON, benchmarks="comma-separated subset", systems="comma-separated subset",
-                results="results folder [invoke.yaml: results]"))
-@_user_errors
-def estimate(c, inventory=None, stack=None, size=None, profile=None, benchmarks=None,
-             systems=None, data=None, results=None):
+@_options_task(options.EstimateOptions)
+def estimate(c, given):
     """Time a few steps of every cell of a plan, so that `bench --dry-run` and --max-hours can
     tell how long the real run will take."""
     from harness import commands
-    o = _options(c, inventory=inventory, stack=stack, profile=_size(size, profile),
-                 results=results)
-    commands.estimate_run(o.inventory, o.stack, o.profile, o.results, benchmarks=benchmarks, systems=systems, data=data)
+    commands.estimate_run(options.EstimateOptions(**_where(c, given)))
 
 
 @task(help={"inventory": COMMON["inventory"], "run": "run id (default: the latest)",
@@ -208,7 +198,6 @@ def reproduce(c, inventory=None, stack=None, size=None, profile=None, data=None,
 def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=200, rounds=5,
              frameworks=None):
     """Benchmark: each framework's loop bare and instrumented on node 1; prints the ratio."""
-    from harness import commands
     from selfcheck import overhead_check as oh
     o = _options(c, inventory=inventory, stack=stack)
     oh.run(o.inventory, o.stack, benchmark,
@@ -223,7 +212,6 @@ def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20
 def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20):
     """Benchmark: forward/backward from the calibration vs the profiler's operator times (the
     framework with a cross-check in registry/systems.yml)."""
-    from harness import commands
     from selfcheck import overhead_check as oh
     o = _options(c, inventory=inventory, stack=stack)
     oh.crosscheck(o.inventory, o.stack, benchmark,
@@ -245,7 +233,6 @@ def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=
     """Benchmark: per system-mode, kill node 2's worker mid-cell; print launch-to-first-step,
     detection, cleanup, strays, and a no-op provisioning re-run. --random N: a campaign of
     random faults of every role."""
-    from harness import commands
     from selfcheck import faults
     o = _options(c, inventory=inventory, stack=stack, results=results)
     if random is not None:
@@ -266,7 +253,6 @@ def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=
 def slurm_bench(c, stack=None, repeats=2, systems=None, results=None):
     """Benchmark (root, `cluster.up --slurm`): the smoke matrix on the emulated hosts over SSH
     and through Slurm job steps, interleaved; per system-mode the cell's wall time each way."""
-    from harness import commands
     from selfcheck import launchers
     o = _options(c, stack=stack, results=results)
     launchers.run(o.stack, o.results, check_positive("repeats", repeats), systems)
@@ -314,33 +300,21 @@ def verdict_check(c, inventory=None, stack=None, systems=None, benchmark="lenet5
     validation.run(o.inventory, o.stack, o.results, systems=systems, benchmark=benchmark)
 
 
-@task(name="interval-check", help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
-            "benchmarks": "comma-separated [lenet5-cifar10]",
-            "systems": "comma-separated subset [all five]",
-            "short": "verdict runs per benchmark, interleaved with the full rounds [4]",
-            "full": "full-length rounds per benchmark, each every system-mode once [3]",
-            "results": "results folder [invoke.yaml: results]",
-            "again": "an earlier interval check's folder (calibration-<time>): its "
-                     "table again, nothing run"})
-@_user_errors
-def interval_check(c, inventory=None, stack=None, benchmarks="lenet5-cifar10", systems=None,
-                   short=4, full=3, results=None, again=None):
+@_options_task(options.IntervalCheckOptions, name="interval-check")
+def interval_check(c, given):
     """Benchmark: how often the verdict size's 95% intervals hold what they are about (the
     confidence interval: the mean of full-length runs; the prediction: one full run), per cell
     and per ratio of two system-modes (goal: 90-99%); prints the tables. Its folder
     (results/calibration-<time>) gives later one-repeat runs on this CPU their run-to-run
     variation."""
-    from harness import commands
-    from harness.plan import matrix
     from selfcheck import calibration as calibrating
-    if again:
-        calibrating.again(again)
+    if given["again"]:
+        calibrating.again(given["again"])
         return
-    o = _options(c, inventory=inventory, stack=stack, results=results)
-    calibrating.run(o.inventory, o.stack, o.results, benchmarks.split(","),
-                    systems.split(",") if systems else list(matrix.SYSTEMS),
-                    check_positive("short", short, 1),
-                    check_positive("full", full, 2))
+    given = _where(c, given)
+    given.update(short=check_positive("short", given["short"], 1),
+                 full=check_positive("full", given["full"], 2))
+    calibrating.run(options.IntervalCheckOptions(**given))
 
 
 @task(name="same-math", help={
@@ -379,7 +353,6 @@ def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks
                     networks=None):
     """Benchmark: each network against its framework's own (torchvision, Gluon model zoo,
     keras.applications) on node 1, interleaved rounds; prints the ratios (goal: within 10%)."""
-    from harness import commands
     from selfcheck import reference_check
     o = _options(c, inventory=inventory, stack=stack)
     reference_check.run(o.inventory, o.stack, check_positive("rounds", rounds),
@@ -388,31 +361,17 @@ def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks
                   networks.split(",") if networks else None)
 
 
-@task(help={
-    "inventory": COMMON["inventory"],
-    "stack": "the stack of every setting where no factor picks one (versions does) "
-             "[invoke.yaml: current]",
-    "size": "the cells' size [quick]",
-    "profile": COMMON["profile"],
-    "benchmarks": "comma-separated [lenet5-cifar10,resnet18-cifar10]",
-    "claims": "comma-separated claim ids (analysis/reference/paper.yml) [the headline and "
-              "operator claims about the benchmarks]",
-    "factors": "comma-separated factors of registry/factors.yml [those that differ between "
-               "2021's software and today's]",
-    "repeats": "repeats of every setting, interleaved round by round [3]",
-    "results": "results folder [invoke.yaml: results]",
-    "run": "a run whose report gets a column 'what moves it' from this result"})
-@_user_errors
-def explain(c, inventory=None, stack=None, size=None, profile=None, benchmarks=None,
-            claims=None, factors=None, repeats=3, results=None, run=None):
+@_options_task(options.ExplainOptions)
+def explain(c, given):
     """Each claim's gap taken apart, one factor at a time (registry/factors.yml): runs the
     settings it needs and writes results/explain-<id>/ (table, waterfalls, sentences)."""
     from harness import commands, ladder_run
-    o = _options(c, inventory=inventory, stack=stack, results=results)
-    found = ladder_run.run(o.inventory, o.stack, _size(size, profile) or "quick", o.results,
-                           benchmarks, claims, factors, check_positive("repeats", repeats))
-    if run:
-        commands.attach_explain(o.results, run, found["path"])
+    size = _size(given.pop("size"), given.pop("profile")) or "quick"  # not invoke.yaml's
+    o = options.ExplainOptions(size=size, **_where(c, given))
+    o.repeats = check_positive("repeats", o.repeats)
+    found = ladder_run.run(o)
+    if o.run:
+        commands.attach_explain(o.results, o.run, found["path"])
 
 
 @task(name="stack-envs", help={"stack": "one stack (default: every stack in stacks/)"})
@@ -427,22 +386,11 @@ def stack_envs(c, stack=None):
 
 # --- the emulated cluster (root): `invoke cluster.up`, `cluster.status`, `cluster.down` -------
 
-@task(name="up", help={"hosts": "how many emulated hosts [3]",
-                       "network": "link preset: 1gbit, 10gbit, 100mbit, 50mbit [1gbit]",
-                       "rate": "link rate instead of a preset, e.g. 200mbit",
-                       "delay": "added one-way delay, e.g. 5ms (needs the kernel's netem)",
-                       "loss": "packet loss, e.g. 0.1% (needs the kernel's netem)",
-                       "vcpus": "CPU quota per host, in cores [1]",
-                       "memory": "memory limit per host, MB [4096]",
-                       "slurm": "also run Slurm on them: munged and slurmctld here, a slurmd "
-                                "in each host (Debian's slurm-wlm and munge)"})
-@_user_errors
-def cluster_up(c, hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1,
-               memory=4096, slurm=False):
+@_options_task(options.ClusterUpOptions, name="up")
+def cluster_up(c, given):
     """Create the emulated hosts (namespaces, sshd, shaped links, cgroups) and inventory/netns.yml."""
     from harness.clusters import emulated as cluster
-    cluster.up(int(hosts), network, rate, delay, loss, float(vcpus), int(memory),
-               with_slurm=slurm)
+    cluster.up(options.ClusterUpOptions(**given))
 
 
 @task(name="down")
@@ -507,17 +455,13 @@ def vagrant_down(c):
     vagrant.down()
 
 
-@task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
-            "benchmarks": "as interval-check's", "systems": "as interval-check's",
-            "short": "as interval-check's", "full": "as interval-check's",
-            "results": "as interval-check's", "again": "as interval-check's"})
-def calibration(c, inventory=None, stack=None, benchmarks="lenet5-cifar10", systems=None,
-                short=4, full=3, results=None, again=None):
+@_options_task(options.IntervalCheckOptions)
+def calibration(c, given):
     """The old name of interval-check, kept for now ('calibration' also names the trainers'
     timed passes: one word per concept, docs/glossary.md)."""
     print("notice: `invoke calibration` is now `invoke interval-check`; the old name works for "
           "now", file=sys.stderr)
-    interval_check(c, inventory, stack, benchmarks, systems, short, full, results, again)
+    interval_check(c, **given)
 
 
 ns = Collection(provision, bench, estimate, collect, analyze, compare, explain, reproduce, overhead,

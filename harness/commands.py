@@ -8,7 +8,7 @@ from .results import collect
 from .run import contention, launch, pipeline, preflight, resume, stall
 from .nodes import datasets, inventory, access as nodes_mod, provision, stacks
 from .plan import estimate, matrix
-from .plan.options import BenchOptions
+from .plan.options import BenchOptions, ProvisionOptions
 from .clusters import links, slurm_jobs
 from contract.errors import UserError, incomplete_cells
 from contract.explain_plan import PLAN as EXPLAIN_PLAN
@@ -298,8 +298,9 @@ def reproduce(inventory_name, stack_name, profile, results, data=None):
     from .nodes import provision
 
     began = time.monotonic()
-    provision.run(inventory_name, stack_name, profile, data=data)
-    outcome = bench(inventory_name, stack_name, profile, results, data=data)
+    provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_name, size=profile,
+                                   data=data))
+    outcome = bench_named(inventory_name, stack_name, profile, results, data=data)
     collect_run(inventory_name, results, outcome["run_id"])
     built = analyze(results, outcome["run_id"])
     print("\nreproduce finished in %.0f s\n  report:  %s\n  figures: %s\n  results: %s"
@@ -316,13 +317,14 @@ def reproduce(inventory_name, stack_name, profile, results, data=None):
     return built
 
 
-def estimate_run(inventory_name, stack_name, profile, results, benchmarks=None, systems=None,
-                 data=None):
-    """`invoke estimate`: every cell of the plan for a few steps, no profiled steps, in a run
+def estimate_run(options):
+    """`invoke estimate` (options: harness/plan/options.py EstimateOptions): every cell of the
+    plan for a few steps, no profiled steps, in a run
     of its own (estimate-<time>): the basis of later estimates (harness/plan/estimate.py)."""
     run_id = "estimate-%s" % collect.new_run_id()
-    return bench(inventory_name, stack_name, profile, results, run_id=run_id,
-                 benchmarks=benchmarks, systems=systems, data=data, epochs=1,
-                 steps=estimate.ESTIMATE_STEPS, profile_steps=0, repeats=1)
+    return bench_named(options.inventory, options.stack, options.size, options.results,
+                       run=run_id, benchmarks=options.benchmarks, systems=options.systems,
+                       data=options.data, epochs=1, steps=estimate.ESTIMATE_STEPS,
+                       profile_steps=0, repeats=1)
 
 

@@ -99,11 +99,12 @@ class Plan:
         return "%s-%s" % (stack, hashlib.sha1(layout.encode()).hexdigest()[:6])
 
 
-def run(inventory_name, stack_name, profile, results, benchmarks=None, claim_ids=None,
-        factor_names=None, repeats=3):
+def run(options):
+    """`invoke explain`; options: harness/plan/options.py ExplainOptions."""
+    inventory_name, results, repeats = options.inventory, options.results, options.repeats
     inv = inventory.load(inventory_name)
-    plan = Plan(inv, stack_name, profile, benchmarks or DEFAULT_BENCHMARKS, claim_ids,
-                factor_names, repeats)
+    plan = Plan(inv, options.stack, options.size, options.benchmarks or DEFAULT_BENCHMARKS,
+                options.claims, options.factors, repeats)
     runs = Path(results) / "explain-runs"
     print_plan(plan)
     check_stacks(plan, inv)

@@ -37,22 +37,24 @@ from contract.runfolder import RunFolder
 GOAL = (0.90, 0.99)
 
 
-def run(inventory_name, stack_name, results, benchmarks, systems, short=4, full=3,
-        data="synthetic"):
-    out = Path(results) / ("calibration-%s" % collect.new_run_id())
+def run(options, data="synthetic"):
+    """options: harness/plan/options.py IntervalCheckOptions."""
+    out = Path(options.results) / ("calibration-%s" % collect.new_run_id())
     shuffle = random.Random(out.name)
     runs = {}
-    for benchmark in benchmarks:
-        for name in order(short, full):
+    systems = options.systems.split(",") if options.systems else list(matrix.SYSTEMS)
+    for benchmark in options.benchmarks.split(","):
+        for name in order(options.short, options.full):
             verdict = name.startswith("v")
             chosen = list(systems)
             if not verdict:
                 shuffle.shuffle(chosen)  # a paper run of one repeat keeps the order given
             run_id = "%s-%s" % (name, benchmark)
             try:
-                commands.bench_named(inventory_name, stack_name, "verdict" if verdict else "paper",
-                               out, run=run_id, benchmarks=benchmark,
-                               systems=",".join(chosen), data=data, profile_steps=0)
+                commands.bench_named(options.inventory, options.stack,
+                                     "verdict" if verdict else "paper", out, run=run_id,
+                                     benchmarks=benchmark, systems=",".join(chosen), data=data,
+                                     profile_steps=0)
             except UserError as exc:  # one run lost; the others still count
                 print("calibration: %s failed: %s" % (run_id, exc), flush=True)
             kind = "verdict" if verdict else "full"

@@ -8,10 +8,12 @@ first-step, detection and cleanup times, stray processes, and a no-op provisioni
 import json
 import shlex
 import threading
+from dataclasses import dataclass
 import time
 from pathlib import Path
 
 from contract import runfolder
+from harness.plan.options import ProvisionOptions
 from harness.results import collect
 from harness import commands
 from harness.nodes import inventory, access as nodes_mod, provision
@@ -39,16 +41,30 @@ def progress_of(node, folder):
     return found
 
 
+@dataclass
+class Kill:
+    """When and how KillWhenTraining kills: at `step` (or in `phase`), `delay` s later, with
+    `signal`, the process `label`; it gives up after `timeout` s."""
+    step: int = 2
+    timeout: float = 600
+    phase: str = None
+    signal: str = "KILL"
+    label: str = "%s-%d" % VICTIM
+    delay: float = 0.0
+
+
 class KillWhenTraining(threading.Thread):
     """Once a process on `trigger` reports `step` (or, given `phase`, once it and the victim
     report that phase), wait `delay` s, then send SIGKILL (or `signal`) to the `label`
-    process on `victim`, if it still runs: killed_at, and the victim's phase then."""
+    process on `victim`, if it still runs: killed_at, and the victim's phase then. how: the
+    fields of Kill, by name."""
 
-    def __init__(self, trigger, victim, run_id, cell_id, step=2, timeout=600, phase=None,
-                 signal="KILL", label="%s-%d" % VICTIM, delay=0.0):
+    def __init__(self, trigger, victim, run_id, cell_id, **how):
         super().__init__(daemon=True)
-        self.trigger, self.victim, self.step, self.timeout = trigger, victim, step, timeout
-        self.phase, self.signal, self.label, self.delay = phase, signal, label, delay
+        self.trigger, self.victim = trigger, victim
+        kill = Kill(**how)
+        self.step, self.timeout, self.phase = kill.step, kill.timeout, kill.phase
+        self.signal, self.label, self.delay = kill.signal, kill.label, kill.delay
         self.folders = [run_folder(n, run_id) + "/" + cell_id for n in (trigger, victim)]
         self.killed_at = self.pid = self.victim_phase = None
         self.since = time.time()  # progress written before: an earlier run's, with its pids
@@ -98,7 +114,8 @@ def launch_to_first_step(cell_path, started):
 def benchmark(inventory_name, stack_name, results, systems=None, steps=200):
     inv = inventory.load(inventory_name)
     chosen = [c.system for c in matrix.plan("smoke", len(inv.hosts), systems=systems)]
-    recap = provision.run(inventory_name, stack_name, "smoke")
+    recap = provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_name,
+                                           size="smoke"))
     rows = [{"fault": "no-op provisioning re-run", "seconds": recap["seconds"],
              "changed": recap["changed"]}]
     for system in chosen:

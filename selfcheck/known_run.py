@@ -1,6 +1,7 @@
 """Hand-made results folders with known numbers: for the tests and for the
 analysis benchmark (`invoke analysis-bench`). Not measurements: nothing here runs a framework."""
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +13,27 @@ PAPER = registry.paper_setup()  # Table IV: 10 epochs x 396 steps, local batch 4
 PARAMETERS = {"lenet5": 62006, "alexnet": 57044810, "resnet18": 11181642, "resnet50": 23528522}
 
 
-def cell(benchmark, system, seconds, repeat=0, status="succeeded",
-         steps=PAPER["steps_per_epoch"], epochs=PAPER["epochs"],
-         phases=None, nodes=3, startup=0.0, samples=None, sample_epochs=None, wall_step=None,
-         disturbed="", interference=None, peak_rss=500.0, operators=None):
-    """One cell: its measured execution time (process start to the loop's end), start-up,
+@dataclass
+class Known:
+    """What a hand-made cell is given beyond its benchmark, system-mode and time (cell)."""
+    repeat: int = 0
+    status: str = "succeeded"
+    steps: int = PAPER["steps_per_epoch"]
+    epochs: int = PAPER["epochs"]
+    phases: dict = None
+    nodes: int = 3
+    startup: float = 0.0
+    samples: list = None
+    sample_epochs: list = None
+    wall_step: float = None
+    disturbed: str = ""
+    interference: dict = None
+    peak_rss: float = 500.0
+    operators: dict = None
+
+
+def cell(benchmark, system, seconds, **given):
+    """One cell (given: the fields of Known, by name): its measured execution time (process start to the loop's end), start-up,
     per-step phases (default: a quarter each of (seconds - startup) / steps), and the measured
     steps' times (default: 20 steps all at the mean step) with their epochs (default none);
     wall_step: the loop's wall per step where it is not the phases' sum (a coordinator's);
@@ -24,16 +41,15 @@ def cell(benchmark, system, seconds, repeat=0, status="succeeded",
     (others_cpu, steal, ...) as bench/common/interference.py measures them; peak_rss: worker
     0's peak RSS (MB), each next worker's 100 MB more; operators: {op path (tuple): s/step}
     of worker 0's operator profile."""
-    step = (seconds - startup) / (steps * epochs)
-    phases = phases or {p: step / 4 for p in ("loading", "forward", "backward", "communication")}
+    known = Known(**given)
+    step = (seconds - known.startup) / (known.steps * known.epochs)
+    phases = known.phases or {p: step / 4 for p in ("loading", "forward", "backward",
+                                                    "communication")}
     step = sum(phases.values())
-    return {"benchmark": benchmark, "system": system, "seconds": seconds, "repeat": repeat,
-            "status": status, "steps": steps, "epochs": epochs, "phases": phases,
-            "nodes": nodes, "startup": startup,
-            "samples": [step] * 20 if samples is None else list(samples),
-            "sample_epochs": sample_epochs, "wall_step": wall_step, "disturbed": disturbed,
-            "interference": interference or {}, "peak_rss": peak_rss,
-            "operators": operators or {}}
+    return dict(asdict(known), benchmark=benchmark, system=system, seconds=seconds,
+                phases=phases, samples=[step] * 20 if known.samples is None
+                else list(known.samples), interference=known.interference or {},
+                operators=known.operators or {})
 
 
 def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manifest=None):

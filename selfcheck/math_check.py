@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import samemath as node_side
+from harness.plan.options import ProvisionOptions
 from harness import commands
 from harness.nodes import datasets, provision
 from harness.plan import matrix
@@ -63,7 +64,7 @@ def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems
     now, and the others' losses and weights are read from it (a planted error's test need not
     run the clean system-modes again)."""
     if against is None:
-        provision.run(inventory_name, stack_name, "math")
+        provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_name, size="math"))
     out = Path(results) / ("math-%s" % collect.new_run_id())
     systems_run = math_run(inventory_name, stack_name, out, "run", benchmark, systems, planted)
     if against is not None:

@@ -12,6 +12,7 @@ import os
 import time
 from pathlib import Path
 
+from harness.plan.options import ProvisionOptions
 from harness import commands
 from harness.clusters import vagrant
 from harness.nodes import provision, stacks
@@ -44,8 +45,8 @@ def run(stack_name, results, systems=None, benchmark="lenet5-cifar10", keep=Fals
     timed("inventory", vagrant.prepare)
     for framework in sorted({registry.system(s)["framework"] for s in chosen}):
         stacks.load(stack_name).env(framework)
-        timed("provision %s" % framework, lambda: provision.run(
-            "vagrant", stack_name, "smoke", frameworks=[framework]))
+        timed("provision %s" % framework, lambda: provision.run(ProvisionOptions(
+            inventory="vagrant", stack=stack_name, size="smoke", frameworks=[framework])))
     for system in chosen:
         outcome = timed("bench %s (smoke)" % system, lambda: commands.bench_named(
             "vagrant", stack_name, "smoke", out, run=system, benchmarks=benchmark,

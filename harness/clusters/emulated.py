@@ -78,10 +78,11 @@ def _already_up(with_slurm):
     return None
 
 
-def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memory_mb=4096,
-       with_slurm=False):
-    """Create the hosts (and, with_slurm, Slurm on them), or report that they exist. Returns
-    the state."""
+def up(options):
+    """Create the hosts (and, with --slurm, Slurm on them), or report that they exist. Returns
+    the state. options: harness/plan/options.py ClusterUpOptions."""
+    hosts, vcpus, memory_mb = int(options.hosts), float(options.vcpus), int(options.memory)
+    with_slurm = options.slurm
     require_root()
     if with_slurm:
         slurm.require_packages()
@@ -89,7 +90,7 @@ def up(hosts=3, network="1gbit", rate=None, delay=None, loss=None, vcpus=1, memo
         state = _already_up(with_slurm)
         if state:
             return state
-    mbit = link_rate(network, rate, delay, loss)
+    mbit = link_rate(options.network, options.rate, options.delay, options.loss)
     ensure_sshd()
     remove_tagged_rules()
     started = time.monotonic()

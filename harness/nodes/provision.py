@@ -92,19 +92,21 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
     }
 
 
-def run(inventory_name, stack_name, profile, data=None, archive=None, check=False, nodes=None,
-        frameworks=None, wheelhouse=None):
-    """frameworks: build the envs of these only (all of the stack's by default); wheelhouse: a
-    folder of the controller's where the envs' wheels are downloaded, and the nodes install
-    from them with no package index."""
-    stack = stacks.load(stack_name)
+def run(options):
+    """`invoke provision`; options: harness/plan/options.py ProvisionOptions. frameworks:
+    build the envs of these only (all of the stack's by default); wheelhouse: a folder of the
+    controller's where the envs' wheels are downloaded, and the nodes install from them with
+    no package index."""
+    stack = stacks.load(options.stack)
+    frameworks, wheelhouse = options.framework_list(), options.wheelhouse
     check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
-    clusters.way(inventory_name).prepare()  # the VMs up, where the inventory is Vagrant's
-    inv = inventory.load(inventory_name)
+    clusters.way(options.inventory).prepare()  # the VMs up, where the inventory is Vagrant's
+    inv = inventory.load(options.inventory)
     filled = wheels.fill(stack, frameworks, wheelhouse, conda_hosts(inv)) if wheelhouse \
         else None
-    counts = node_counts(nodes, len(inv.hosts))
-    variables = playbook_vars(inv, stack, profile, data, archive, counts, frameworks, filled)
+    counts = node_counts(options.nodes, len(inv.hosts))
+    variables = playbook_vars(inv, stack, options.size, options.data, options.data_archive,
+                              counts, frameworks, filled)
     vars_file = cache_dir() / "staging" / "provision-vars.json"
     vars_file.parent.mkdir(parents=True, exist_ok=True)
     vars_file.write_text(json.dumps(variables, indent=1))
@@ -113,7 +115,7 @@ def run(inventory_name, stack_name, profile, data=None, archive=None, check=Fals
                "-e", "@%s" % vars_file]
     if inv.dropped:  # the file lists nodes that this machine's layout leaves out
         command += ["--limit", ",".join(h.name for h in inv.hosts)]
-    if check:
+    if options.check:
         command.append("--check")
     print("provisioning %d nodes of %s with stack %s %s" % (len(inv.hosts), inv.name,
                                                             stack.name, route(inv)), flush=True)

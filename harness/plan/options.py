@@ -19,25 +19,45 @@ COUNTS = {"epochs": 1, "steps": 1, "timeout": 1, "repeats": 1, "profile_steps": 
 
 
 def option(default=None, help=None):
-    """A field of BenchOptions. help: its text for `invoke bench --help` ({name} is filled in
-    by tasks.py from what the repository lists); None: not on the command line, set only by
-    the package's own callers (invoke explain, the self-checks)."""
+    """A field of an options dataclass. help: its text for `invoke <task> --help` ({name} is
+    filled in by tasks.py from what the repository lists); None: not on the command line, set
+    only by the package's own callers (invoke explain, the self-checks)."""
     return field(default=default, metadata={"help": help})
+
+
+HELP = {  # the options several tasks share
+    "inventory": "inventory name in inventory/ ({inventories}) or a path to an Ansible YAML "
+                 "inventory [invoke.yaml: local]",
+    "stack": "version set in stacks/ ({stacks}) [invoke.yaml: current]",
+    "size": "the run's size: smoke (the five system-modes on LeNet-5, {smoke}), quick (all 30 "
+            "cells, {quick}), verdict (all 30 cells, {verdict}: a projection of paper) or "
+            "paper (Tables III-IV: {paper}) [invoke.yaml: smoke]",
+    "profile": "the old name of --size, kept for now ('profile' now means operator profiles "
+               "only)",
+    "data": "synthetic (generated CIFAR-format data) or real (the official archives); "
+            "default: the size's",
+    "results": "results folder [invoke.yaml: results]",
+}
+
+
+def on_command_line(options_type):
+    """The fields of an options dataclass that its task takes, in order."""
+    return [f for f in fields(options_type) if f.metadata.get("help")]
+
+
+def common(name, default=None):
+    """A field whose help is the shared one (HELP)."""
+    return option(default, HELP[name])
 
 
 @dataclass
 class BenchOptions:
     """Every option of `invoke bench`, declared once: tasks.py gives Invoke a parameter per
     field with help, and the whole object travels to harness/commands.py."""
-    inventory: str = option(help="inventory name in inventory/ ({inventories}) or a path to an "
-                                 "Ansible YAML inventory [invoke.yaml: local]")
-    stack: str = option(help="version set in stacks/ ({stacks}) [invoke.yaml: current]")
-    size: str = option(help="the run's size: smoke (the five system-modes on LeNet-5, {smoke}), "
-                            "quick (all 30 cells, {quick}), verdict (all 30 cells, {verdict}: "
-                            "a projection of paper) or paper (Tables III-IV: {paper}) "
-                            "[invoke.yaml: smoke]")
-    profile: str = option(help="the old name of --size, kept for now ('profile' now means "
-                               "operator profiles only)")
+    inventory: str = common("inventory")
+    stack: str = common("stack")
+    size: str = common("size")
+    profile: str = common("profile")
     run: str = option(help="run id (default: a new one, the start time); an existing run is "
                            "resumed: its unfinished cells run, its succeeded ones are kept")
     dry_run: bool = option(False, "print the cells, their estimates and each node's script as "
@@ -46,8 +66,7 @@ class BenchOptions:
     systems: str = option(help="comma-separated subset of: {systems}")
     epochs: int = option(help="override the size's epochs")
     steps: int = option(help="override the size's steps per epoch")
-    data: str = option(help="synthetic (generated CIFAR-format data) or real (the official "
-                            "archives); default: the size's")
+    data: str = common("data")
     timeout: int = option(help="seconds before a cell is stopped (default: from the size)")
     repeats: int = option(help="run every cell N times, each time every cell in a new random "
                                "order (the analysis gives each setting's expected time a 95% "
@@ -59,7 +78,7 @@ class BenchOptions:
     nodes: str = option(help="scaling: run each cell on the first k hosts for each k, e.g. "
                              "1,2,3 (local batch stays {local_batch}; provision with the same "
                              "--nodes)")
-    results: str = option(help="results folder [invoke.yaml: results]")
+    results: str = common("results")
     fail_fast: bool = option(False, "stop at the first failed cell (the rest stay pending, "
                                     "resumable)")
     retry_failed: bool = option(False, "when resuming, run the failed cells again too, and "
@@ -83,11 +102,6 @@ class BenchOptions:
     round: int = option()  # run only the cells of that repeat (explain interleaves rounds)
     cells: list = option()  # a new run's cells, planned by the caller (explain)
     order_seed: int = option()
-
-    @classmethod
-    def on_command_line(cls):
-        """The fields `invoke bench` takes, in order."""
-        return [f for f in fields(cls) if f.metadata.get("help")]
 
     @classmethod
     def parsed(cls, **given):
@@ -162,3 +176,86 @@ def check_positive(name, value, least=1):
         raise UserError("--%s must be a whole number >= %d (got %r)" % (
             name.replace("_", "-"), least, value))
     return number
+
+
+@dataclass
+class ProvisionOptions:
+    """`invoke provision`'s options."""
+    inventory: str = common("inventory")
+    stack: str = common("stack")
+    size: str = common("size")
+    profile: str = common("profile")
+    data: str = common("data")
+    data_archive: str = option(help="path of cifar-10-binary.tar.gz / cifar-100-binary.tar.gz "
+                                    "already downloaded (md5-checked) instead of downloading it")
+    nodes: str = option(help="node counts `bench --nodes` will use, e.g. 1,2,3: shards for "
+                             "each [all the inventory's nodes]")
+    frameworks: str = option(help="comma-separated subset of the stack's frameworks to build "
+                                  "envs for (slow nodes: emulated VMs) [all]")
+    wheelhouse: str = option(help="nodes without a package index: download every wheel the "
+                                  "stack needs into this folder here, push them, and install "
+                                  "from them alone (docs/reproducing.md)")
+    check: bool = option(False)  # ansible-playbook --check
+
+    def framework_list(self):
+        return self.frameworks.split(",") if isinstance(self.frameworks, str) \
+            else self.frameworks
+
+
+@dataclass
+class EstimateOptions:
+    """`invoke estimate`'s options."""
+    inventory: str = common("inventory")
+    stack: str = common("stack")
+    size: str = common("size")
+    profile: str = common("profile")
+    benchmarks: str = option(help="comma-separated subset")
+    systems: str = option(help="comma-separated subset")
+    data: str = common("data")
+    results: str = common("results")
+
+
+@dataclass
+class IntervalCheckOptions:
+    """`invoke interval-check`'s options."""
+    inventory: str = common("inventory")
+    stack: str = common("stack")
+    benchmarks: str = option("lenet5-cifar10", "comma-separated [lenet5-cifar10]")
+    systems: str = option(help="comma-separated subset [all five]")
+    short: int = option(4, "verdict runs per benchmark, interleaved with the full rounds [4]")
+    full: int = option(3, "full-length rounds per benchmark, each every system-mode once [3]")
+    results: str = common("results")
+    again: str = option(help="an earlier interval check's folder (calibration-<time>): its "
+                             "table again, nothing run")
+
+
+@dataclass
+class ExplainOptions:
+    """`invoke explain`'s options."""
+    inventory: str = common("inventory")
+    stack: str = option(help="the stack of every setting where no factor picks one (versions "
+                             "does) [invoke.yaml: current]")
+    size: str = option(help="the cells' size [quick]")
+    profile: str = common("profile")
+    benchmarks: str = option(help="comma-separated [lenet5-cifar10,resnet18-cifar10]")
+    claims: str = option(help="comma-separated claim ids (analysis/reference/paper.yml) [the "
+                              "headline and operator claims about the benchmarks]")
+    factors: str = option(help="comma-separated factors of registry/factors.yml [those that "
+                               "differ between 2021's software and today's]")
+    repeats: int = option(3, "repeats of every setting, interleaved round by round [3]")
+    results: str = common("results")
+    run: str = option(help="a run whose report gets a column 'what moves it' from this result")
+
+
+@dataclass
+class ClusterUpOptions:
+    """`invoke cluster.up`'s options."""
+    hosts: int = option(3, "how many emulated hosts [3]")
+    network: str = option("1gbit", "link preset: 1gbit, 10gbit, 100mbit, 50mbit [1gbit]")
+    rate: str = option(help="link rate instead of a preset, e.g. 200mbit")
+    delay: str = option(help="added one-way delay, e.g. 5ms (needs the kernel's netem)")
+    loss: str = option(help="packet loss, e.g. 0.1% (needs the kernel's netem)")
+    vcpus: int = option(1, "CPU quota per host, in cores [1]")
+    memory: int = option(4096, "memory limit per host, MB [4096]")
+    slurm: bool = option(False, "also run Slurm on them: munged and slurmctld here, a slurmd in "
+                                "each host (Debian's slurm-wlm and munge)")
