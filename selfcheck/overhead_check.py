@@ -40,7 +40,7 @@ def run(inventory_name, stack_name, benchmark, steps, rounds, frameworks=None):
 
 
 def measure(cell, nodes, stack, steps, rounds):
-    return run_module(cell, nodes, stack, "bench.common.overhead", steps, rounds)
+    return run_module(cell, nodes, stack, "bench.overhead", steps, rounds)
 
 
 def run_module(cell, nodes, stack, module, *args, extra_path=None):

@@ -1,7 +1,7 @@
 """`invoke reference-check`: each network of the package against the same network as its
 framework's own library writes it (torchvision, the Gluon model zoo, keras.applications), on
 node 1: one process, the node's threads, a full SGD-momentum step on one fixed batch, in
-interleaved rounds (bench/common/reference.py). A benchmark that prints figures. Goal: every
+interleaved rounds (bench/reference.py). A benchmark that prints figures. Goal: every
 network within GOAL of its reference, or the difference explained (docs/methodology.md,
 "Networks against their frameworks' own")."""
 import hashlib
@@ -42,7 +42,7 @@ def measure(cell, nodes, stack, framework, rounds, steps):
     """One row; a process that fails is a row that says why, and the other rows still run
     and print (nothing measured is lost to one crash)."""
     try:
-        return run_module(cell, nodes, stack, "bench.common.reference", rounds, steps,
+        return run_module(cell, nodes, stack, "bench.reference", rounds, steps,
                           extra_path=references(nodes[0], stack, framework))
     except UserError as error:
         print("  failed: %s" % error.cause.splitlines()[0][:300], flush=True)

@@ -1227,7 +1227,7 @@ def test_lenet_orders_of_the_tensorflow_modes_and_the_async_systems(tmp_path):
 
 
 def test_the_report_says_which_bench_code_ran():
-    """Each training process hashes its own bench/ (bench/common/codedigest.py); the report
+    """Each training process hashes its own bench/ (contract/codedigest.py); the report
     says whether all of them ran the controller's, and shouts where one did not."""
     here = "a" * 64
     assert report.code_line({"code_digest": here, "code_ran": [here]}) == \
@@ -1265,7 +1265,7 @@ def test_the_code_digest_is_the_same_in_python_and_in_the_nodes_shell(tmp_path):
     controller and every trainer compute it in Python: the two must agree, or every run
     would be refused."""
     import subprocess
-    from bench.common import codedigest
+    from contract import codedigest
     root = tmp_path / "bench"
     (root / "common" / "__pycache__").mkdir(parents=True)
     (root / "__init__.py").write_text("")

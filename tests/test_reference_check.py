@@ -46,7 +46,7 @@ def test_references_do_not_change_the_envs_name_and_none_means_nothing_to_instal
 def test_a_process_that_fails_is_a_row_that_says_why_and_the_others_are_kept(monkeypatch):
     from contract.errors import UserError
     def crashes(*args, **kwargs):
-        raise UserError("node1: command failed (exit -11): python -m bench.common.reference\n"
+        raise UserError("node1: command failed (exit -11): python -m bench.reference\n"
                         "Segmentation fault")
     monkeypatch.setattr(reference_check, "run_module", crashes)
     monkeypatch.setattr(reference_check, "references", lambda *a: None)

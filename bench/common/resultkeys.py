@@ -11,7 +11,7 @@ KEYS = {
     "cpu": "the CPU as the process sees it (bench/common/cpuinfo.py)",
     "kernels": "the kernel library and ISA the framework says it runs (its kernels())",
     "code_digest": "the digest of the bench/ and contract/ code that ran "
-                   "(bench/common/codedigest.py)",
+                   "(contract/codedigest.py)",
     "environment": "the thread and stack variables the process saw",
     "status": "running, profiling, succeeded or failed", "phase": "train, profile or done",
     "started": "when run() began (epoch s)", "ended": "when it ended (epoch s)",

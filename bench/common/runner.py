@@ -8,9 +8,9 @@ import sys
 import time
 import traceback
 
-from contract import nodefolder
+from contract import codedigest, nodefolder
 
-from . import cellconfig, codedigest, cpuinfo, interference
+from . import cellconfig, cpuinfo, interference
 from .results import write_json
 from .sampler import Sampler
 

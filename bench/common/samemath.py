@@ -92,6 +92,9 @@ def checksum(arrays):
 def checked_initial_weights(config):
     """The initial weights, after checking them against the controller's checksum."""
     arrays = initial_weights(config["network"], config["classes"], config["seed"])
+    if not config["init_checksum"]:
+        raise ValueError("same-math: no checksum of the initial weights came with the cell: "
+                         "the math size runs through `invoke same-math`")
     if checksum(arrays) != config["init_checksum"]:
         raise ValueError("same-math: the initial weights built here (checksum %s) are not the "
                          "controller's (%s): numpy differs in its seeded stream"

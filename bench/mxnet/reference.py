@@ -1,5 +1,5 @@
 """The Gluon model zoo's ResNet-18 and ResNet-50 (v1) against bench/mxnet/models.py
-(bench/common/reference.py). The zoo's v1 bottleneck puts the stride on its first 1x1
+(bench/reference.py). The zoo's v1 bottleneck puts the stride on its first 1x1
 convolution, the package's (v1.5, as the paper's counts imply) on the 3x3: v1 does less work."""
 import mxnet as mx
 from mxnet import autograd, gluon

@@ -135,7 +135,7 @@ def train(config, sampler):
 
 
 def local_loop(config):
-    """The same step with a local trainer, no KVStore (bench/common/overhead.py)."""
+    """The same step with a local trainer, no KVStore (bench/overhead.py)."""
     loader = data.loader(config)
     size = config["input_size"]
     net = build(config, (config["local_batch"], 3, size, size))

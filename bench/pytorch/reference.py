@@ -1,5 +1,5 @@
 """torchvision's ResNet-18, ResNet-50 and AlexNet against bench/pytorch/models.py
-(bench/common/reference.py). torchvision's ResNets are v1.5, as the package's."""
+(bench/reference.py). torchvision's ResNets are v1.5, as the package's."""
 import torch
 import torch.nn as nn
 

@@ -117,7 +117,7 @@ def epoch_batches(config, loader):
 
 
 def local_loop(config):
-    """The same step on a plain local model (bench/common/overhead.py)."""
+    """The same step on a plain local model (bench/overhead.py)."""
     torch.set_num_threads(config["threads"])
     torch.set_num_interop_threads(config["interop_threads"])
     torch.manual_seed(config["seed"])

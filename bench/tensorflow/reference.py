@@ -1,5 +1,5 @@
 """keras.applications' ResNet-50 (v1: the stride on the bottleneck's first 1x1 convolution,
-biases in its convolutions) against bench/tensorflow/models.py (bench/common/reference.py).
+biases in its convolutions) against bench/tensorflow/models.py (bench/reference.py).
 keras.applications has no ResNet-18 and no AlexNet."""
 import tensorflow as tf
 

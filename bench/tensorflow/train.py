@@ -387,7 +387,7 @@ def local_batch(config):
 
 
 def local_loop(config):
-    """The same step on a local model, no strategy (bench/common/overhead.py)."""
+    """The same step on a local model, no strategy (bench/overhead.py)."""
     set_threads(config)
     seed_everything(config["seed"])
     model = models.build(config["network"], config["classes"], config["input_size"])

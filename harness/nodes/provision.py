@@ -13,7 +13,7 @@ import time
 from .. import clusters
 from . import datasets, inventory, stacks, wheelhouse as wheels
 from ..plan import matrix
-from bench.common import codedigest
+from contract import codedigest
 from contract.errors import UserError
 from ..paths import PLAYBOOKS, REPO, cache_dir
 import registry
@@ -22,7 +22,7 @@ RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
 
 
 def stage_bench():
-    """The code the nodes run, bench/ and contract/ (no caches; bench/common/codedigest.py
+    """The code the nodes run, bench/ and contract/ (no caches; contract/codedigest.py
     SHIPPED), as one reproducible archive: the same sources give the same bytes, so Ansible
     copies one file per node, and only when the code changed (copying the folder file by
     file took about 40 s even when nothing had changed)."""

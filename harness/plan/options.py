@@ -102,6 +102,7 @@ class BenchOptions:
     round: int = option()  # run only the cells of that repeat (explain interleaves rounds)
     cells: list = option()  # a new run's cells, planned by the caller (explain)
     order_seed: int = option()
+    hooks: list = option()  # objects the cell pipeline calls at its stages (harness/run/pipeline.py)
 
     @classmethod
     def parsed(cls, **given):
@@ -136,7 +137,7 @@ class BenchOptions:
     def manifest(self):
         """What the run's manifest records of them (its cells are listed on their own)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in RUNNING + WHERE and f.name != "cells"}
+                if f.name not in RUNNING + WHERE + ("cells", "hooks")}
 
     def command_line(self, choosing):
         """`invoke bench` options that ask for the same (choosing: with the cell-choosing

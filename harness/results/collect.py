@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import registry
-from bench.common import codedigest
+from contract import codedigest
 
 from contract import runfolder
 from .. import clusters

@@ -115,9 +115,10 @@ def calibrate_together(probe, bounds=None, nodes=()):
         not contention.overlapping(nodes) and (bounds.slowness if bounds else 1.0) < 3
 
 
-def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False):
+def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False, extra=None):
     """The processes of a cell with their rendered scripts and cell.json; `~/` paths are
-    made absolute with each node's home (node.path asks it once)."""
+    made absolute with each node's home (node.path asks it once). extra: more of every
+    process's cell.json, from the pipeline's hooks (the same-math check's checksum)."""
     lease = base_lease() if lease is None else lease
     system = SYSTEMS[cell.system]
     template = environment().get_template(system["template"])
@@ -125,7 +126,6 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False):
     used = nodes[:cell.nodes]
     data_dirs = [nodefolder.data_dir(n.path(n.host.workdir), shards["id"]) for n in used]
     processes = []
-    checksum = init_checksum(cell, shards["classes"])  # once a cell: ResNet-50 is 23M floats
     for node, role, rank in layout.roles(cell, nodes):
         host = node.host
         workdir = node.path(host.workdir)
@@ -147,7 +147,8 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False):
             profiler_services=layout.profiler_services(cell, nodes),
             profiler_port=layout.profiler_port(cell, node, role),
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),
-            init_checksum=checksum, sample_interval=sample_interval(lease))
+            init_checksum="", sample_interval=sample_interval(lease))
+        config.update(extra or {})
         variables = dict(config, system=cell.system, code_dir=nodefolder.code_dir(workdir),
                          lease_seconds=int(lease),
                          python=python_rel.python(node.path(host.env_root)),
@@ -156,16 +157,6 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False):
                                  script=template.render(**variables), config=config,
                                  service=role in system.get("services", ())))
     return processes
-
-
-def init_checksum(cell, classes):
-    """The same-math check: the checksum of the initial weights the controller wrote
-    (selfcheck/math_check.py), which every trainer rebuilds and checks; "" otherwise."""
-    if not cell.math:
-        return ""
-    from bench.common import samemath
-    return samemath.checksum(samemath.initial_weights(cell.network, classes,
-                                                      TRAINING["seed"]))
 
 
 def sharing(cell, nodes, node):

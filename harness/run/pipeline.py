@@ -7,6 +7,8 @@ contention probe and the estimates. Each cell goes through the same named stages
 
 and a cell that crashed in native code, or was disturbed, goes through them once more
 (run_cell). The controller (harness/commands.py) plans the cells and hands them to run_cells.
+A self-check changes what a stage does through a hook (BenchOptions.hooks), not through a
+keyword of bench: the same-math check gives every cell.json its initial weights' checksum.
 """
 import json
 import re
@@ -149,13 +151,17 @@ class CellRun:
         return self.status["status"]
 
     def prepare(self):
-        """Each process's script and cell.json, rendered for its node."""
+        """Each process's script and cell.json, rendered for its node; hooks (the options'
+        `hooks`: the self-checks') may add to cell.json through cell_config(cell, classes)."""
         shards = shard_index(self.cell, self.cell.nodes)
+        extra = {}
+        for hook in self.run.options.hooks or ():
+            extra.update(hook.cell_config(self.cell, shards["classes"]))
         return launch.prepare(
             self.cell, self.run.run_id, self.run.nodes, self.run.stack, shards,
             launch.lease_seconds(self.bounds),
             launch.calibrate_together(self.run.probe, self.bounds,
-                                      self.run.nodes[:self.cell.nodes]))
+                                      self.run.nodes[:self.cell.nodes]), extra)
 
     def launch_and_watch(self, processes):
         """Start every process, watch them to the end (or the first fault), stop them."""

@@ -1,6 +1,6 @@
 """Before a run touches a node: every host reachable with working credentials, the stack's
 environments present with the pinned versions, the dataset shards present with the checksums the
-controller made, the node's bench/ code the controller's own (bench/common/codedigest.py: a run
+controller made, the node's bench/ code the controller's own (contract/codedigest.py: a run
 never records one commit and runs another's trainers), the ports free, enough disk. One round trip per node; each failure names the
 host and the fix, and every failure found is reported at once.
 """
@@ -9,7 +9,7 @@ import shlex
 import time
 
 import registry
-from bench.common import codedigest
+from contract import codedigest
 
 from . import mesh
 from ..nodes import datasets

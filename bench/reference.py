@@ -3,18 +3,18 @@ them (`invoke reference-check`, selfcheck/reference_check.py): one process, the 
 fixed batch of local_batch images, a full SGD-momentum step (forward, backward, update) of each
 model in turn, in interleaved rounds so that a drifting machine slows both alike.
 
-`python -m bench.common.reference cell.json ROUNDS STEPS` in the framework's environment;
+`python -m bench.reference cell.json ROUNDS STEPS` in the framework's environment;
 prints one JSON line: per model its step time per round (s), and the reference's name, or why
 there is none. Each framework's bench/<framework>/reference.py supplies the two steps.
 """
-import importlib
 import json
 import os
 import sys
 import time
 
-from . import cellconfig
-from .timer import median
+from . import frameworks
+from .common import cellconfig
+from .common.timer import median
 
 
 def timed(step, steps):
@@ -27,7 +27,7 @@ def timed(step, steps):
 def main(argv):
     config = cellconfig.read(argv[1])
     rounds, steps = int(argv[2]), int(argv[3])
-    module = importlib.import_module("bench.%s.reference" % config["framework"])
+    module = frameworks.reference(config["framework"])
     found = module.steps(config)  # {package, reference, name, missing}
     out = {"framework": config["framework"], "network": config["network"],
            "reference": found["name"], "missing": found.get("missing"), "rounds": {}}

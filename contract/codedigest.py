@@ -12,7 +12,7 @@ import hashlib
 import os
 
 SHIPPED = ("bench", "contract")  # the folders provisioning unpacks on every node
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHELL = ("find %s -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | LC_ALL=C sort "
          "| xargs sha256sum | sha256sum" % " ".join(SHIPPED))
 

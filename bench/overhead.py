@@ -1,20 +1,20 @@
 """Bare vs instrumented: the same local training loop run without and with this package's
 instrumentation (phase timers, progress file, psutil sampler thread), alternately, on one node.
 
-`python -m bench.common.overhead cell.json STEPS ROUNDS` with the framework's environment;
+`python -m bench.overhead cell.json STEPS ROUNDS` with the framework's environment;
 prints one JSON line: the median wall time per step of each kind and their ratio.
 The loop is local (no distribution): what differs between the two kinds is only what the
 package adds to every timed run.
 """
-import importlib
 import json
 import sys
 import tempfile
 import time
 
-from . import cellconfig, loop
-from .sampler import Sampler
-from .timer import median
+from . import frameworks
+from .common import cellconfig, loop
+from .common.sampler import Sampler
+from .common.timer import median
 
 
 class NoTimer(object):
@@ -47,7 +47,7 @@ def instrumented(config, batches, step, steps, warmup, out_dir):
 def main(argv):
     config = cellconfig.read(argv[1])
     steps, rounds = int(argv[2]), int(argv[3])
-    trainer = importlib.import_module("bench.%s.train" % config["framework"])
+    trainer = frameworks.trainer(config["framework"])
     batches, step = trainer.local_loop(config)
     warmup = config["warmup_steps"]
     times = {"bare": [], "instrumented": []}
