@@ -30,15 +30,26 @@ FROZEN = 10.0
 NODES = len(inventory.load("local").hosts)
 
 
+# The system-modes whose fault paths differ (issue 56): a killed worker is seen the same way
+# in every mode (its pid gone), but what the others then do is each mode's own. TF-sync's
+# survivors block in a gRPC collective and must be stopped; TF-async's chief would reschedule
+# the lost worker's closures and must not hide its death; PyTorch's Gloo peers fail by
+# themselves ("connection closed"); MXNet's scheduler and servers are services that outlive
+# the workers. mxnet-async runs MXNet-sync's roles with another KVStore type, so its path is
+# MXNet-sync's (`invoke fault-bench` still runs all five by default).
+FAULT_SYSTEMS = ("tensorflow-sync", "tensorflow-async", "pytorch-sync", "mxnet-sync")
+
+
 @pytest.fixture(scope="module")
 def fault_bench(provisioned, tmp_path_factory):
     results = tmp_path_factory.mktemp("faults")
-    out = invoke("fault-bench", "--results", str(results)).stdout
+    out = invoke("fault-bench", "--systems", ",".join(FAULT_SYSTEMS),
+                 "--results", str(results)).stdout
     (report,) = results.glob("fault-bench-*.json")
     return {"out": out, "rows": json.loads(report.read_text())["rows"]}
 
 
-@pytest.mark.parametrize("system", list(matrix.SYSTEMS))
+@pytest.mark.parametrize("system", FAULT_SYSTEMS)
 def test_a_killed_worker_fails_the_cell_fast_and_leaves_nothing(fault_bench, system):
     (row,) = [r for r in fault_bench["rows"] if r.get("system") == system]
     assert row["killed_at"], "the worker was never seen training"
@@ -63,7 +74,7 @@ def test_the_fault_table_is_printed_after_a_provisioning_rerun_that_changes_noth
     assert rerun["changed"] == 0, rerun
     assert "provisioned in" in fault_bench["out"] and "changed=0 over %d nodes" % NODES \
         in fault_bench["out"]
-    for system in matrix.SYSTEMS:
+    for system in FAULT_SYSTEMS:
         assert "%s: worker on node 2 killed" % system in fault_bench["out"]
 
 

@@ -1,0 +1,90 @@
+"""A run and its cells' pipeline (harness/run/pipeline.py), and the options declared once
+(harness/plan/options.py): the logic around the parts, with stand-ins for the nodes. That the
+stages run real cells is the local cluster's tests' (tests/test_local_cluster.py)."""
+import inspect
+from types import SimpleNamespace
+
+import pytest
+
+from contract.errors import RunIncomplete, UserError
+from harness.plan import matrix, options
+from harness.plan.options import BenchOptions
+from harness.run import pipeline
+
+(CELL,) = matrix.plan("smoke", 2, systems="pytorch-sync")
+
+
+def a_run(tmp_path, **given):
+    return pipeline.Run(tmp_path / "r", "r", [], None, BenchOptions(**given))
+
+
+def test_a_failed_cell_stops_the_run_only_with_fail_fast_or_a_node_taken(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline.launch, "unusable", lambda nodes, fresh: "")
+    assert a_run(tmp_path)._go_on("failed", left=2)
+    assert not a_run(tmp_path, fail_fast=True)._go_on("failed", left=2)
+    assert a_run(tmp_path, fail_fast=True)._go_on("succeeded", left=2)
+    assert a_run(tmp_path, fail_fast=True)._go_on("failed", left=0)  # nothing left to stop
+    monkeypatch.setattr(pipeline.launch, "unusable", lambda nodes, fresh: "node2 is DOWN")
+    with pytest.raises(RunIncomplete, match="node2 is DOWN: 2 cell"):
+        a_run(tmp_path)._go_on("failed", left=2)
+
+
+def test_the_eta_after_a_cell_counts_the_cells_without_an_estimate(tmp_path):
+    cells = matrix.plan("smoke", 2)
+    run = pipeline.Run(tmp_path, "r", [], None, BenchOptions(),
+                       expected=[(cells[0], 10.0, ""), (cells[1], None, ""),
+                                 (cells[2], 5.5, "")])
+    assert run._after(cells[1:3]) == (5.5, 1)
+    assert run._after(cells[1:]) == (5.5, 3)  # cells 4 and 5: no estimate either
+    assert run._after([]) == (0, 0)
+
+
+def test_hooks_add_to_every_cell_json_in_the_prepare_stage(tmp_path, monkeypatch):
+    seen = {}
+
+    class Hook:
+        def cell_config(self, cell, classes):
+            return {"init_checksum": "%s/%d" % (cell.network, classes)}
+
+    def prepare(cell, run_id, nodes, stack, shards, lease, together, extra):
+        seen.update(extra=extra, run_id=run_id)
+        return ["processes"]
+    monkeypatch.setattr(pipeline, "shard_index", lambda cell, count: {"classes": 10})
+    monkeypatch.setattr(pipeline.launch, "prepare", prepare)
+    run = a_run(tmp_path, hooks=[Hook()])
+    monkeypatch.setattr(run, "bounds", lambda cell: None)
+    assert pipeline.CellRun(run, CELL).prepare() == ["processes"]
+    assert seen == {"extra": {"init_checksum": "lenet5/10"}, "run_id": "r"}
+    assert "hooks" not in BenchOptions(hooks=[Hook()]).manifest()  # not a setting of the run
+
+
+def test_options_come_from_one_dataclass_with_their_checks():
+    names = [f.name for f in options.on_command_line(BenchOptions)]
+    assert names[:5] == ["inventory", "stack", "size", "profile", "run"]
+    assert not {"hooks", "cells", "planted", "round", "order_seed"} & set(names)
+    parsed = BenchOptions.parsed(steps="21", profile_steps="0", max_hours="1.5", systems="a")
+    assert (parsed.steps, parsed.profile_steps, parsed.max_hours) == (21, 0, 1.5)
+    with pytest.raises(UserError, match="--profile-steps must be a whole number >= 0"):
+        BenchOptions.parsed(profile_steps="-1")
+    with pytest.raises(TypeError, match="bench has no option node_counts"):
+        BenchOptions.given(node_counts="1,2")  # the older names are gone
+
+
+def test_invoke_reads_each_task_s_parameters_from_its_dataclass():
+    import tasks
+    for task, options_type in ((tasks.bench, BenchOptions),
+                               (tasks.provision, options.ProvisionOptions),
+                               (tasks.explain, options.ExplainOptions),
+                               (tasks.cluster_up, options.ClusterUpOptions)):
+        parameters = list(task.argspec(task.body).parameters.values())
+        fields = options.on_command_line(options_type)
+        assert [p.name for p in parameters] == [f.name for f in fields]
+        assert [p.default for p in parameters] == [f.default for f in fields]
+        assert set(task.help) == {f.name for f in fields}
+    assert "{" not in tasks.bench.help["inventory"]  # what the repository lists, filled in
+
+
+def test_a_plan_refuses_a_choice_it_does_not_know():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        matrix.plan("smoke", 2, colour="red")
+    assert [c.steps_per_epoch for c in matrix.plan("smoke", 2, steps=7)] == [7] * 5
