@@ -17,12 +17,12 @@ import pandas as pd
 
 import registry
 
-from contract import runfolder
+from contract import nodefolder, runfolder
 from contract.explain_plan import PLAN, Rung, Setting
 
 from . import claims, compare, figures, render, setup_text, stats, testbed, tidy
 
-FILE = "explain.json"
+FILE = runfolder.EXPLAIN
 
 
 # ---- measuring a setting -------------------------------------------------------------------
@@ -331,7 +331,7 @@ def levels_applied(run_path, setting, factors, cells):
         for cell in cells:
             if frameworks and cell.framework not in frameworks:
                 continue
-            for result in sorted(Path(run_path, cell.id).glob("*/*/result.json")):
+            for result in nodefolder.fetched_results(Path(run_path, cell.id)):
                 seen = (json.loads(result.read_text()).get("environment") or {}).get(variable)
                 rows.append({"setting": setting.key, "factor": name, "cell": cell.id,
                              "process": "/".join(result.parts[-3:-1]), "planned": value,

@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from contract import nodefolder
+
 POINTS = 400  # per process line: enough for the figure, cheap for hours of 1 Hz samples
 COLUMNS = ["elapsed_s", "rss_mb", "children_rss_mb"]
 
@@ -12,7 +14,7 @@ def load_series(run_path, cells):
     systems = dict(zip(cells.cell_id, cells.system))
     frames = []
     for cell_id, system in systems.items():
-        for path in sorted(Path(run_path, cell_id).glob("*/*/memory.csv")):
+        for path in nodefolder.fetched(Path(run_path, cell_id), nodefolder.MEMORY):
             frame = _read(path)
             if frame is None:
                 continue

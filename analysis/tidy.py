@@ -6,13 +6,13 @@ import math
 import numpy as np
 import pandas as pd
 
-import registry
-from contract import records as schema
+from contract import paper, records as schema
 
 from . import stats
 
-PAPER = registry.paper_setup()
-PAPER_EPOCHS, PAPER_STEPS_PER_EPOCH = PAPER["epochs"], PAPER["steps_per_epoch"]  # per worker
+PAPER = {"epochs": paper.EPOCHS, "steps_per_epoch": paper.STEPS_PER_EPOCH,
+         "local_batch": paper.LOCAL_BATCH}  # Table IV (contract/paper.py)
+PAPER_EPOCHS, PAPER_STEPS_PER_EPOCH = paper.EPOCHS, paper.STEPS_PER_EPOCH  # per worker
 PAPER_STEPS = PAPER_EPOCHS * PAPER_STEPS_PER_EPOCH
 TIMES = ["execution_seconds", "startup", "wall_step", "loop_seconds", "measured_seconds"]
 PHASES = list(schema.PHASES)  # the paper's breakdown (contract/records.py)

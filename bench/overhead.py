@@ -11,8 +11,9 @@ import sys
 import tempfile
 import time
 
+from contract import cellconfig
 from . import frameworks
-from .common import cellconfig, loop
+from .common import loop
 from .common.sampler import Sampler
 from .common.timer import median
 

@@ -13,7 +13,7 @@ import sys
 import time
 
 from . import frameworks
-from .common import cellconfig
+from contract import cellconfig
 from .common.timer import median
 
 

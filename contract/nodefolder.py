@@ -37,4 +37,9 @@ def role_dir(workdir, run_id, cell_id, role, rank):
 
 def fetched_results(cell_path):
     """The result.json of every process of a cell as collect keeps them (<node>/<role>/)."""
-    return sorted(cell_path.glob("*/*/" + RESULT))
+    return fetched(cell_path, RESULT)
+
+
+def fetched(cell_path, name):
+    """A file of every process of a cell as collect keeps them (<cell>/<node>/<role>/name)."""
+    return sorted(cell_path.glob("*/*/" + name))

@@ -5,9 +5,11 @@ import json
 import shutil
 from pathlib import Path
 
+from contract import manifest as manifests
 from contract.errors import UserError
 
 MANIFEST, STATUS, RECORDS, ATTEMPTS = "manifest.json", "status.json", "records.jsonl", ".attempts"
+EXPLAIN = "explain.json"  # an invoke explain result attached to the run (invoke explain --run)
 STATES = ("pending", "running", "succeeded", "failed")
 
 
@@ -128,7 +130,7 @@ class RunFolder:
 
     def write_manifest(self, manifest):
         self.path.mkdir(parents=True, exist_ok=True)
-        write_json(self.manifest_path, manifest)
+        write_json(self.manifest_path, manifests.check(manifest, str(self.manifest_path)))
 
     # --- cells ---
     def status(self, cell_id):

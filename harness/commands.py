@@ -12,6 +12,7 @@ from .plan.options import BenchOptions, ProvisionOptions
 from .clusters import links, slurm_jobs
 from contract.errors import UserError, incomplete_cells
 from contract.explain_plan import PLAN as EXPLAIN_PLAN
+from contract import runfolder
 from contract.runfolder import CellStatus, RunFolder
 
 
@@ -288,9 +289,8 @@ def attach_explain(results, run_id, explain_path):
     """Copy an explain result into a run's folder and analyze the run again: its claims table
     gets the column "what moves it"."""
     import shutil
-    from contract import runfolder
     path = runfolder.find(results, run_id)
-    shutil.copy(str(Path(explain_path) / "explain.json"), str(path / "explain.json"))
+    shutil.copy(str(Path(explain_path) / runfolder.EXPLAIN), str(path / runfolder.EXPLAIN))
     return analyze(results, path.name)
 
 

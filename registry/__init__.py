@@ -11,7 +11,6 @@ FILE = Path(__file__).resolve().parent / "systems.yml"
 # The paper as the package reads it: its setup (Table IV's steps and batch), its claims and
 # their tolerances. The plan and the analysis take the paper's numbers from here, never as
 # literals.
-PAPER = Path(__file__).resolve().parent.parent / "analysis" / "reference" / "paper.yml"
 REQUIRED = ("framework", "mode", "template", "communication", "roles", "listens", "launch",
             "order", "colour")
 OPTIONAL = ("coordinator", "services", "profiler", "timed_by", "reads", "barrier")
@@ -207,9 +206,3 @@ def level_name(factor, value):
     names = {str(level["value"]): level.get("name", str(level["value"]))
              for level in factor["levels"]}
     return names[str(value)]
-
-
-@functools.lru_cache(maxsize=None)
-def paper_setup():
-    """paper.yml's `setup`: the paper's nodes, versions, epochs, steps per epoch, local batch."""
-    return yaml.safe_load(PAPER.read_text())["setup"]

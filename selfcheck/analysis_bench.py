@@ -10,6 +10,7 @@ import numpy as np
 from analysis import report
 from analysis.claims import PAPER_BENCHMARKS
 from analysis.figures import SYSTEM_ORDER
+from contract import nodefolder
 from selfcheck import known_run
 
 GOAL_SECONDS = 30.0
@@ -30,7 +31,7 @@ def run(repeats=3, hours=1.0):
         started = time.perf_counter()
         path = paper_sized(tmp, repeats, hours)
         built_in = time.perf_counter() - started
-        files = list(path.glob("*/*/*/memory.csv"))
+        files = list(path.glob("*/*/*/" + nodefolder.MEMORY))
         rows = sum(1 for f in files for _ in open(f)) - len(files)
         started = time.perf_counter()
         built = report.build(path, quiet=True)

@@ -17,7 +17,7 @@ from harness.results import collect
 from harness import commands
 from harness.nodes import inventory, access as nodes_mod
 from harness.plan import layout, matrix
-from contract import runfolder
+from contract import nodefolder, runfolder
 from selfcheck.faults import KillWhenTraining, next_cell, run_order, strays
 
 DETECTION_GOAL = 10.0
@@ -78,7 +78,7 @@ def lost(cell_path, status):
     missing = []
     for proc in status.get("processes") or []:
         folder = cell_path / proc["node"] / ("%s-%d" % (proc["role"], proc["rank"]))
-        if not (folder / "memory.csv").is_file():
+        if not (folder / nodefolder.MEMORY).is_file():
             missing.append("%s/%s-%d" % (proc["node"], proc["role"], proc["rank"]))
     return missing
 

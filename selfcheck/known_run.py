@@ -1,15 +1,16 @@
 """Hand-made results folders with known numbers: for the tests and for the
 analysis benchmark (`invoke analysis-bench`). Not measurements: nothing here runs a framework."""
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 import registry
-from contract import records as schema
+from contract import manifest as manifests, nodefolder, paper, records as schema
+from contract.runfolder import RunFolder
 
-PAPER = registry.paper_setup()  # Table IV: 10 epochs x 396 steps, local batch 42
+PAPER = {"epochs": paper.EPOCHS, "steps_per_epoch": paper.STEPS_PER_EPOCH,
+         "local_batch": paper.LOCAL_BATCH}  # Table IV (contract/paper.py)
 PARAMETERS = {"lenet5": 62006, "alexnet": 57044810, "resnet18": 11181642, "resnet50": 23528522}
 
 
@@ -71,13 +72,14 @@ def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manife
             records += _worker_records(spec, base)
             if memory_rows:
                 _write_memory(run / base["cell_id"], spec, memory_rows)
-    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (run / "manifest.json").write_text(json.dumps(dict({
-        "run_id": run_id, "results_format": 1, "profile": "fixture", "command": "fixture",
+    RunFolder(run).write_records(records)
+    RunFolder(run).write_manifest(dict({
+        "run_id": run_id, "results_format": manifests.FORMAT, "profile": "fixture",
+        "command": "fixture",
         "cells": manifest_cells, "stack": {"name": "fixture"}, "git": {"commit": "fixture"},
         "inventory": {"name": "fixture", "hosts": [
             {"name": "node%d" % i, "address": "10.0.0.%d" % i, "vcpus": 4} for i in (1, 2, 3)]},
-    }, **(manifest or {}))))
+    }, **(manifest or {})))
     return run
 
 
@@ -129,4 +131,4 @@ def _write_memory(cell_dir, spec, rows):
         for role in roles:
             folder = cell_dir / ("node%d" % (rank + 1)) / ("%s-%d" % (role, rank))
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "memory.csv").write_text(text)
+            (folder / nodefolder.MEMORY).write_text(text)

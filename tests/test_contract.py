@@ -28,3 +28,20 @@ def test_a_role_folder_is_under_the_run_and_the_cell():
     assert nodefolder.role_dir("/w", "r1", "c1", "worker", 2) == "/w/runs/r1/c1/worker-2"
     assert nodefolder.data_dir("/w", "s1") == "/w/data/s1"
     assert nodefolder.code_dir("~/x") == "~/x/code"
+
+
+def test_every_manifest_key_the_package_reads_or_writes_is_in_the_contract(tmp_path):
+    """contract/manifest.py lists manifest.json's keys: a key read anywhere in the package
+    (manifest.get("x"), manifest["x"]) is one of them, and writing another is refused."""
+    import re
+    import pytest
+    from contract import manifest
+    from contract.runfolder import RunFolder
+    from harness.paths import REPO
+    read = set()
+    for folder in ("analysis", "harness", "selfcheck"):
+        for path in (REPO / folder).rglob("*.py"):
+            read |= set(re.findall(r'manifest(?:\.get\(|\[)"([a-z_]+)"', path.read_text()))
+    assert len(read) >= 20 and read <= set(manifest.KEYS), sorted(read - set(manifest.KEYS))
+    with pytest.raises(ValueError, match="unknown key.*colour"):
+        RunFolder(tmp_path / "r").write_manifest({"run_id": "r", "colour": "red"})

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from analysis import tidy
-from bench.common import cellconfig
+from contract import cellconfig
 from harness.nodes import inventory, access as nodes, stacks
 from harness.run import launch
 from harness.plan import matrix
@@ -258,7 +258,7 @@ def test_a_factors_level_wins_over_the_stacks_and_threads_can_be_set():
 
 @pytest.mark.parametrize("system", list(matrix.SYSTEMS))
 def test_every_cell_json_has_exactly_the_keys_the_trainers_read(system):
-    """bench/common/cellconfig.py lists the keys; what the controller writes must match."""
+    """contract/cellconfig.py lists the keys; what the controller writes must match."""
     for proc in render_local(smoke_cell(system)):
         assert cellconfig.check(json.loads(json.dumps(proc.config))) is not None
 

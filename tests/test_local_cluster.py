@@ -23,7 +23,7 @@ from harness.nodes import inventory
 from harness.plan.matrix import SYSTEMS
 from harness.run import contention
 from tests.conftest import INVOKE, invoke, provision_bench_collect
-from bench.common import resultkeys
+from contract import resultkeys
 
 pytestmark = pytest.mark.cluster
 TOKEN = "s3cret-token-that-must-not-leak"  # in the controller's environment during the run
@@ -69,7 +69,7 @@ def test_every_system_mode_ran_and_every_process_reported(smoke_run):
         results = results_in(cell_dir)
         assert set(results) == expected, system
         assert all(r["status"] == "succeeded" for r in results.values()), system
-        # result.json's keys are the contract's (bench/common/resultkeys.py)
+        # result.json's keys are the contract's (contract/resultkeys.py)
         assert {k for r in results.values() for k in resultkeys.unknown(r)} == set(), system
     # the placements of the paper: a parameter-server mode puts n + n + 1 processes on n nodes
     assert len(results_in(smoke_run["cells"]["mxnet-sync"])) == 2 * NODES + 1

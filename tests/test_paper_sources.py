@@ -98,3 +98,27 @@ def test_the_report_says_where_each_of_the_papers_setup_values_comes_from():
     assert "link, os, threads: not stated" in text
     assert "steps_per_epoch, local_batch, global_batch: Table IV" in text
     assert "memory_mb_per_node: the package's reading of section IV-A" in text
+
+
+def test_the_papers_fixed_setup_is_one_set_of_constants_that_paper_yml_quotes():
+    """contract/paper.py's constants are the numbers paper.yml gives with the paper's words,
+    and the paper's tables say them (issue 56: the package plans cells from the constants)."""
+    from contract import paper
+    setup, text = REFERENCE["setup"], flat(PAPER.read_text()) if PAPER.is_file() else ""
+    assert (paper.NODES, paper.VCPUS_PER_NODE, paper.EPOCHS, paper.STEPS_PER_EPOCH,
+            paper.LOCAL_BATCH, paper.GLOBAL_BATCH) == (
+        setup["nodes"], setup["vcpus_per_node"], setup["epochs"], setup["steps_per_epoch"],
+        setup["local_batch"], setup["global_batch"])
+    assert paper.GLOBAL_BATCH == paper.NODES * paper.LOCAL_BATCH
+    if text or os.environ.get("DLBENCH_CI"):
+        for row in ("Dataset Size 50,000", "Global batch size 126", "Local batch size 42",
+                    "Steps per epoch 396", "Number of epochs 10",
+                    "Input size 32x32 (64x64 only for AlexNet)"):
+            assert row in text, row  # Table IV
+        table_iii = text.split("TABLE III")[1].split("TABLE IV")[0]
+        names = {"lenet5": "Lenet-5", "alexnet": "AlexNet", "resnet18": "ResNet-18",
+                 "resnet50": "ResNet-50", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
+        rows = ["%s %s" % (names[n], names[d]) for n, d in paper.BENCHMARKS.values()]
+        assert all(row in table_iii for row in rows) and len(set(rows)) == 6, rows
+    assert paper.TRAIN_IMAGES == 50000 and paper.input_size("alexnet") == 64
+    assert paper.input_size("resnet18") == paper.INPUT_SIZE == 32

@@ -8,9 +8,9 @@ import sys
 import time
 import traceback
 
-from contract import codedigest, nodefolder
+from contract import cellconfig, codedigest, nodefolder
 
-from . import cellconfig, cpuinfo, interference
+from . import cpuinfo, interference
 from .results import write_json
 from .sampler import Sampler
 

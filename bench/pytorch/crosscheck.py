@@ -12,7 +12,8 @@ import torch
 import torch.nn as nn
 from torch.autograd import profiler as autograd_profiler
 
-from bench.common import cellconfig, timer
+from bench.common import timer
+from contract import cellconfig
 from bench.common.sampler import Sampler
 from bench.pytorch import data, models
 from bench.pytorch.train import prepare_calibration, optimiser

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from contract import paper
 from contract.errors import UserError
 from ..paths import cache_dir
 
@@ -45,7 +46,7 @@ SPECS = {
                      2, 100, "https://www.cs.toronto.edu/~kriz/cifar-100-binary.tar.gz",
                      "03b5dce01913d631647c71ecec9e9cb8"),
 }
-TRAIN_IMAGES = 50000
+TRAIN_IMAGES = paper.TRAIN_IMAGES  # Table IV
 TEST_IMAGES = 10000
 
 

@@ -7,22 +7,14 @@ from dataclasses import asdict, dataclass, replace
 
 import registry
 
+from contract import paper
 from contract.errors import UserError
 
-# Table III: benchmark -> (network, dataset)
-BENCHMARKS = {
-    "lenet5-cifar10": ("lenet5", "cifar10"),
-    "alexnet-cifar10": ("alexnet", "cifar10"),
-    "resnet18-cifar10": ("resnet18", "cifar10"),
-    "resnet18-cifar100": ("resnet18", "cifar100"),
-    "resnet50-cifar10": ("resnet50", "cifar10"),
-    "resnet50-cifar100": ("resnet50", "cifar100"),
-}
+BENCHMARKS = paper.BENCHMARKS  # Table III: benchmark -> (network, dataset)
 
 # system-mode -> framework, mode, template, roles, ports, ...: registry/systems.yml
 SYSTEMS = registry.systems()
 NETWORKS_BUILT = {name: tuple(f["networks"]) for name, f in registry.frameworks().items()}
-INPUT_SIZE = {"alexnet": 64}  # Table IV: 64x64 for AlexNet, 32x32 otherwise
 
 # Generous upper bound on one step (s) on a 4-vCPU node; sets the default cell timeout.
 STEP_BOUND = {"lenet5": 2, "alexnet": 20, "resnet18": 20, "resnet50": 40}
@@ -31,8 +23,7 @@ STARTUP_BOUND = 300
 PROFILES = {
     # Tables III and IV of the paper.
     "paper": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS),
-              "epochs": registry.paper_setup()["epochs"],
-              "steps": registry.paper_setup()["steps_per_epoch"], "warmup": 10, "data": "real",
+              "epochs": paper.EPOCHS, "steps": paper.STEPS_PER_EPOCH, "warmup": 10, "data": "real",
               "profile_steps": 20},
     "quick": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 1,
               "steps": 30, "warmup": 5, "data": "synthetic", "profile_steps": 10},
@@ -57,7 +48,7 @@ PROFILES = {
     "smoke": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
               "steps": 12, "warmup": 2, "data": "synthetic", "profile_steps": 5},
 }
-LOCAL_BATCH = registry.paper_setup()["local_batch"]  # Table IV: global 126 over 3 workers
+LOCAL_BATCH = paper.LOCAL_BATCH  # Table IV: global 126 over 3 workers
 
 
 def shape(profile):
@@ -138,7 +129,7 @@ class Cell:
 
     @property
     def input_size(self):
-        return INPUT_SIZE.get(self.network, 32)
+        return paper.input_size(self.network)
 
     def default_timeout(self):
         # a profiled step may take twice a timed one

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import registry
-from contract import codedigest
+from contract import codedigest, manifest as manifests
 
 from contract import runfolder
 from .. import clusters
@@ -18,7 +18,7 @@ from contract.runfolder import RunFolder, read_json
 from contract import nodefolder
 from contract import records as schema
 
-RESULTS_FORMAT = 1  # bump when the layout of results/<run-id>/ changes incompatibly
+RESULTS_FORMAT = manifests.FORMAT
 
 
 # --- runs -----------------------------------------------------------------------------------

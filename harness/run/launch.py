@@ -18,7 +18,7 @@ from contract.errors import UserError
 from ..plan.matrix import SYSTEMS
 from ..paths import BENCH
 from .progress import CellProgress
-from contract import nodefolder
+from contract import cellconfig, nodefolder
 
 SALVAGED = "operator profile incomplete"  # the warning of a cell kept after a fault
 POLL_SECONDS = 1.0
@@ -149,6 +149,7 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False, extr
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),
             init_checksum="", sample_interval=sample_interval(lease))
         config.update(extra or {})
+        cellconfig.check(config, "the cell.json of %s/%s-%d" % (node.name, role, rank))
         variables = dict(config, system=cell.system, code_dir=nodefolder.code_dir(workdir),
                          lease_seconds=int(lease),
                          python=python_rel.python(node.path(host.env_root)),
