@@ -12,8 +12,7 @@ import mxnet as mx
 import numpy
 from mxnet import autograd, gluon
 
-from bench.common import loop, profile, runner, samemath
-from bench.common.breakdown import summarise
+from bench.common import loop, runner, samemath, sequence
 from bench.mxnet import data, models, profiling
 
 
@@ -118,20 +117,15 @@ def train(config, sampler):
                   kvstore.num_workers))
     step = make_step(config, net, trainer)
     result, batch = loop.timed_steps(config, sampler, epoch_batches(config, loader), step)
-    if config["math"]:
-        samemath.write_weights(config, models.canonical(net), samemath.FINAL)
-        result["math"] = samemath.record(config)
-    calibration = loop.in_turn(config, kvstore._barrier,
-                               lambda: prepare_calibration(config, sampler, net, batch))
-    result.update(calibration=calibration, parameters=models.parameter_count(net),
-                  kvstore_rank=kvstore.rank,
-                  summary=summarise(result["steps"], calibration, worker_updates=False))
-    if profile.wanted(config):
-        runner.keep(config, result)
-        result["profile"] = profiling.profile_steps(
+    parts = sequence.Parts(
+        canonical=lambda: models.canonical(net), barrier=kvstore._barrier,
+        calibration=lambda batch: prepare_calibration(config, sampler, net, batch),
+        parameters=models.parameter_count(net), worker_updates=False,
+        profile=lambda: profiling.profile_steps(
             config, sampler, net, step, loop.endless(lambda: batches(loader)),
-            drives_servers=kvstore.rank == 0)
-    return result
+            drives_servers=kvstore.rank == 0))
+    result["kvstore_rank"] = kvstore.rank
+    return sequence.after_training(config, result, batch, parts)
 
 
 def local_loop(config):

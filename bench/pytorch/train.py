@@ -14,8 +14,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
-from bench.common import loop, profile, runner, samemath
-from bench.common.breakdown import summarise
+from bench.common import loop, runner, samemath, sequence
 from bench.pytorch import data, models, profiling
 
 
@@ -90,17 +89,13 @@ def train(config, sampler):
                % (config["network"], models.parameter_count(model), dist.get_world_size()))
     step = make_step(config, ddp)
     result, batch = loop.timed_steps(config, sampler, epoch_batches(config, loader), step)
-    if config["math"]:
-        samemath.write_weights(config, models.canonical(model), samemath.FINAL)
-        result["math"] = samemath.record(config)
-    calibration = loop.in_turn(config, dist.barrier,
-                               lambda: prepare_calibration(config, sampler, model, batch))
-    result.update(calibration=calibration, parameters=models.parameter_count(model),
-                  summary=summarise(result["steps"], calibration, worker_updates=True))
-    if profile.wanted(config):
-        runner.keep(config, result)
-        result["profile"] = profiling.profile_steps(config, sampler, step,
-                                                    loop.endless(lambda: loader))
+    parts = sequence.Parts(
+        canonical=lambda: models.canonical(model), barrier=dist.barrier,
+        calibration=lambda batch: prepare_calibration(config, sampler, model, batch),
+        parameters=models.parameter_count(model), worker_updates=True,
+        profile=lambda: profiling.profile_steps(config, sampler, step,
+                                                loop.endless(lambda: loader)))
+    sequence.after_training(config, result, batch, parts)
     if old_teardown():
         dist.barrier()  # every worker is done; the process leaves with os._exit (main)
     else:

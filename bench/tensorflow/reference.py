@@ -3,7 +3,7 @@ biases in its convolutions) against bench/tensorflow/models.py (bench/reference.
 keras.applications has no ResNet-18 and no AlexNet."""
 import tensorflow as tf
 
-from bench.tensorflow import models, train
+from bench.tensorflow import models, parts
 
 
 def step_of(config, model):
@@ -11,7 +11,7 @@ def step_of(config, model):
     tf.random.set_seed(config["seed"])
     x = tf.random.normal((config["local_batch"], size, size, 3))
     y = tf.random.uniform((config["local_batch"],), 0, config["classes"], dtype=tf.int64)
-    optimizer = train.sgd(config)
+    optimizer = parts.sgd(config)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function
@@ -26,7 +26,7 @@ def step_of(config, model):
 
 
 def steps(config):
-    train.set_threads(config)
+    parts.set_threads(config)
     network, size = config["network"], config["input_size"]
     found = {"package": step_of(config, models.build(network, config["classes"], size)),
              "name": "tf.keras.applications.ResNet50" if network == "resnet50" else "-"}

@@ -35,7 +35,7 @@ def server_config(tf, config):
 
 def serve(config, sampler):
     import tensorflow as tf
-    from bench.tensorflow.train import set_threads
+    from bench.tensorflow.parts import set_threads
     set_threads(config)
     spec = json.loads(os.environ["TF_CONFIG"])
     server = tf.distribute.Server(tf.train.ClusterSpec(spec["cluster"]),
