@@ -15,6 +15,10 @@ INVOKE = os.path.join(os.path.dirname(sys.executable), "invoke")
 # subject is rarely the probe, and five rounds cost 15-30 s a bench. The probe's own tests
 # ask for the five (tests/test_contention.py, tests/test_emulated_cluster.py).
 os.environ.setdefault("DLBENCH_PROBE_ROUNDS", "1")
+# ...and a probe that found the nodes sharing reused within its 10 minutes like any other: the
+# emulated cluster's and Slurm's hosts share this machine's cores, and each of their runs
+# would probe again for 15-20 s (harness/run/contention.py REUSE_SHARED_VARIABLE)
+os.environ.setdefault("DLBENCH_PROBE_REUSE_SHARED", "1")
 # The roles' lease (harness/run/settings.py) near its floor, for a test that waits for roles
 # cut off from the controller to stop themselves, rather than waiting out the default 30 s
 LEASE = 12

@@ -301,6 +301,7 @@ def test_a_probe_from_an_older_rule_is_not_reused(monkeypatch, tmp_path):
 def test_a_probe_that_found_sharing_or_could_not_tell_is_never_reused(
         monkeypatch, tmp_path, found):
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
+    monkeypatch.delenv(contention.REUSE_SHARED_VARIABLE, raising=False)  # a user's run
     runs = []
     monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or found())
     nodes = [type("N", (), {"name": "a", "host": FakeHost("a", "0")})()]
@@ -504,3 +505,21 @@ def test_fewer_rounds_on_request_are_said_and_not_reused_by_a_full_probe(monkeyp
     monkeypatch.delenv(contention.ROUNDS_VARIABLE)
     contention.measured_or_recent([node], {"a": "/env/python"}, now=1002.0)
     assert runs == [1, 1]  # a full probe is wanted: measured again
+
+
+def test_a_probe_that_found_sharing_is_reused_only_where_the_suite_asks(monkeypatch, tmp_path):
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
+    runs = []
+    monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or probe(
+        300.0))
+    nodes = [type("N", (), {"name": n, "host": FakeHost(n, "0")})() for n in ("a", "b")]
+    pythons = {"a": "/env/python", "b": "/env/python"}
+    monkeypatch.delenv(contention.REUSE_SHARED_VARIABLE, raising=False)
+    assert contention.measured_or_recent(nodes, pythons, now=1000.0)["shared"]
+    contention.measured_or_recent(nodes, pythons, now=1010.0)
+    assert len(runs) == 2  # sharing seen may have passed: measured again
+    monkeypatch.setenv(contention.REUSE_SHARED_VARIABLE, "1")
+    again = contention.measured_or_recent(nodes, pythons, now=1020.0)
+    assert len(runs) == 2 and again["shared"] and again["reused_after"] == 10
+    assert "reused though it found sharing (DLBENCH_PROBE_REUSE_SHARED)" in \
+        contention.describe(again)
