@@ -106,7 +106,7 @@ def strays(nodes, run_id):
 def launch_to_first_step(cell_path, started):
     """Seconds from launch until the last process that reports steps had finished its first."""
     stamps = [runfolder.read_json(p, {}).get("first_step_at")
-              for p in cell_path.glob("*/*/progress.json")]
+              for p in nodefolder.fetched(cell_path, nodefolder.PROGRESS)]
     stamps = [s for s in stamps if s]
     return max(stamps) - started if stamps else None
 

@@ -11,6 +11,7 @@ from harness.nodes import inventory, access as nodes_mod, stacks
 from harness.run import launch, preflight
 from harness.plan import matrix
 from harness.run.pipeline import shard_index
+from contract import nodefolder
 from contract.errors import UserError
 
 # one synchronous system-mode per framework: its trainer's local_loop is what runs
@@ -52,7 +53,7 @@ def run_module(cell, nodes, stack, module, *args, extra_path=None):
     proc = launch.prepare(cell, "overhead", nodes, stack, shards)[0]  # node 1, rank 0
     node = proc.node
     node.mkdir(proc.out_dir)
-    launch.write_file(node, proc.out_dir + "/cell.json", json.dumps(proc.config))
+    launch.write_file(node, proc.out_dir + "/" + nodefolder.CELL_CONFIG, json.dumps(proc.config))
     env = stack.env(cell.framework)
     python = env.python(node.path(node.host.env_root))
     threads = proc.config["threads"]
