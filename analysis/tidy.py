@@ -10,8 +10,7 @@ from contract import paper, records as schema
 
 from . import stats
 
-PAPER = {"epochs": paper.EPOCHS, "steps_per_epoch": paper.STEPS_PER_EPOCH,
-         "local_batch": paper.LOCAL_BATCH}  # Table IV (contract/paper.py)
+PAPER = paper.TABLE_IV
 PAPER_EPOCHS, PAPER_STEPS_PER_EPOCH = paper.EPOCHS, paper.STEPS_PER_EPOCH  # per worker
 PAPER_STEPS = PAPER_EPOCHS * PAPER_STEPS_PER_EPOCH
 TIMES = ["execution_seconds", "startup", "wall_step", "loop_seconds", "measured_seconds"]

@@ -9,8 +9,7 @@ import registry
 from contract import manifest as manifests, nodefolder, paper, records as schema
 from contract.runfolder import RunFolder
 
-PAPER = {"epochs": paper.EPOCHS, "steps_per_epoch": paper.STEPS_PER_EPOCH,
-         "local_batch": paper.LOCAL_BATCH}  # Table IV (contract/paper.py)
+PAPER = paper.TABLE_IV
 PARAMETERS = {"lenet5": 62006, "alexnet": 57044810, "resnet18": 11181642, "resnet50": 23528522}
 
 
