@@ -73,18 +73,16 @@ def _bench_on(options):
 
 def _cells(options, inv, path, resuming):
     """(every cell of the run, the cells to run now): a resumed run's from its manifest, a
-    new run's planned (or given: invoke explain's rounds), --round's alone."""
+    new run's planned (or a hook's: invoke explain's rounds), those the hooks choose."""
     if resuming:
         cells, todo = resume.plan(path, options)
     else:
         networks = links.check(inv, options.network)
+        given = pipeline.planned(options.hooks)
         # in the manifest; cells given (invoke explain's rounds) keep their order: no seed
-        options.order_seed = None if options.cells else matrix.order_seed(path.name)
-        cells = todo = options.cells or plan_cells(options.size, len(inv.hosts), options,
-                                                   networks)
-    if options.round is not None:
-        todo = [cell for cell in todo if cell.repeat == options.round]
-    return cells, todo
+        options.order_seed = None if given else matrix.order_seed(path.name)
+        cells = todo = given or plan_cells(options.size, len(inv.hosts), options, networks)
+    return cells, pipeline.chosen(options.hooks, todo)
 
 
 def plan_cells(profile, hosts, options, networks=None):
@@ -94,7 +92,7 @@ def plan_cells(profile, hosts, options, networks=None):
                        repeats=options.repeats, networks=networks,
                        order_seed=options.order_seed,
                        node_counts=provision.node_counts(options.nodes, hosts),
-                       profile_steps=options.profile_steps, planted=options.planted,
+                       profile_steps=options.profile_steps,
                        environment=options.environment, threads=options.threads or 0)
 
 

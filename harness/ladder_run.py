@@ -22,7 +22,7 @@ from .results import collect
 from contract import runfolder
 from contract.explain_plan import PLAN
 from contract.runfolder import CellStatus, RunFolder
-from .run import preflight
+from .run import pipeline, preflight
 
 DEFAULT_BENCHMARKS = "lenet5-cifar10,resnet18-cifar10"
 
@@ -183,17 +183,31 @@ def check_stacks(plan, inv):
                                                                          plan.profile))
 
 
+class Round(pipeline.Hook):
+    """The pipeline's hook: a stack's run has the ladder's cells (planned here, in the order of
+    the settings), and round k runs repeat k of each alone."""
+
+    def __init__(self, round_, cells=None):
+        self.round, self.cells = round_, cells
+
+    def planned(self):
+        return self.cells
+
+    def chosen(self, todo):
+        return [cell for cell in todo if cell.repeat == self.round]
+
+
 def run_round(plan, inventory_name, runs, round_):
     for stack, cells in plan.by_stack().items():
         path = runs / plan.run_id(stack)
         if RunFolder(path).exists():
             add_cells(path, cells)
             commands.bench_named(inventory_name, stack, plan.profile, str(runs),
-                           run=path.name, round=round_, repeats=None)
+                                 run=path.name, repeats=None, hooks=[Round(round_)])
         else:
             links = sorted({c.link for c in cells if c.link})
             commands.bench_named(inventory_name, stack, plan.profile, str(runs), run=path.name,
-                           round=round_, cells=cells, network=",".join(links) or None)
+                                 network=",".join(links) or None, hooks=[Round(round_, cells)])
 
 
 def add_cells(path, cells):
@@ -220,7 +234,7 @@ def fall_back(plan, inventory_name, runs):
         first = [c for c in cells if c.repeat == 0 and not RunFolder(path).attempts(c.id)]
         if failures(path, first):  # each failed cell is retried once, not at every explain
             commands.bench_named(inventory_name, stack, plan.profile, str(runs), run=path.name,
-                           round=0, repeats=None, retry_failed=True)
+                                 repeats=None, retry_failed=True, hooks=[Round(0)])
     for setting in plan.settings():
         stack, cells = plan.cells_of(setting)
         failed = failures(runs / plan.run_id(stack), [c for c in cells if c.repeat == 0])

@@ -27,7 +27,7 @@ from harness.plan.options import ProvisionOptions
 from harness import commands
 from harness.nodes import datasets, provision
 from harness.plan import matrix
-from harness.run import launch
+from harness.run import launch, pipeline
 from harness.results import collect
 from contract.runfolder import RunFolder
 from contract import nodefolder
@@ -87,23 +87,27 @@ def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems
     return found
 
 
-class InitialWeights:
+class SameMath(pipeline.Hook):
     """The pipeline's hook (harness/run/pipeline.py): every cell.json of a math cell carries
     the checksum of the initial weights the controller wrote, which every trainer rebuilds and
-    checks (bench/common/samemath.py)."""
+    checks (bench/common/samemath.py), and the error planted in it, if any (PLANTED, or the
+    noise floor's PERTURBED weights)."""
+
+    def __init__(self, planted=""):
+        self.planted = planted
 
     def cell_config(self, cell, classes):
         if not cell.math:
             return {}
         seed = launch.TRAINING["seed"]
-        return {"init_checksum": node_side.checksum(node_side.initial_weights(
-            cell.network, classes, seed))}
+        return {"planted": self.planted, "init_checksum": node_side.checksum(
+            node_side.initial_weights(cell.network, classes, seed))}
 
 
 def math_run(inventory_name, stack_name, out, run_id, benchmark, systems, planted):
     outcome = commands.bench_named(inventory_name, stack_name, "math", out, run=run_id,
-                                   benchmarks=benchmark, systems=systems, planted=planted,
-                                   hooks=[InitialWeights()])
+                                   benchmarks=benchmark, systems=systems,
+                                   hooks=[SameMath(planted)])
     commands.collect_run(inventory_name, out, run_id)
     return load(outcome["path"])
 

@@ -1,8 +1,6 @@
 """A run and its cells' pipeline (harness/run/pipeline.py), and the options declared once
 (harness/plan/options.py): the logic around the parts, with stand-ins for the nodes. That the
 stages run real cells is the local cluster's tests' (tests/test_local_cluster.py)."""
-import inspect
-from types import SimpleNamespace
 
 import pytest
 
@@ -42,7 +40,7 @@ def test_the_eta_after_a_cell_counts_the_cells_without_an_estimate(tmp_path):
 def test_hooks_add_to_every_cell_json_in_the_prepare_stage(tmp_path, monkeypatch):
     seen = {}
 
-    class Hook:
+    class Hook(pipeline.Hook):
         def cell_config(self, cell, classes):
             return {"init_checksum": "%s/%d" % (cell.network, classes)}
 
@@ -58,10 +56,27 @@ def test_hooks_add_to_every_cell_json_in_the_prepare_stage(tmp_path, monkeypatch
     assert "hooks" not in BenchOptions(hooks=[Hook()]).manifest()  # not a setting of the run
 
 
+def test_hooks_plan_a_new_run_and_choose_the_cells_that_run_now():
+    from harness.ladder_run import Round
+    cells = matrix.plan("smoke", 2, systems="pytorch-sync,mxnet-sync", repeats=2)
+    assert pipeline.planned([pipeline.Hook()]) is None  # the run plans its own
+    assert pipeline.planned([Round(1, cells[:3])]) == cells[:3]
+    assert [c.repeat for c in pipeline.chosen([Round(1)], cells)] == [1, 1]
+    assert pipeline.chosen([pipeline.Hook()], cells) == cells
+
+
+def test_the_same_math_hook_plants_its_error_in_math_cells_only():
+    from selfcheck.math_check import SameMath
+    (math_cell,) = matrix.plan("math", 2, systems="pytorch-sync")
+    config = SameMath("pytorch-momentum-off").cell_config(math_cell, 10)
+    assert config["planted"] == "pytorch-momentum-off" and len(config["init_checksum"]) == 64
+    assert SameMath("pytorch-momentum-off").cell_config(CELL, 10) == {}  # not a math cell
+
+
 def test_options_come_from_one_dataclass_with_their_checks():
     names = [f.name for f in options.on_command_line(BenchOptions)]
     assert names[:5] == ["inventory", "stack", "size", "profile", "run"]
-    assert not {"hooks", "cells", "planted", "round", "order_seed"} & set(names)
+    assert not {"hooks", "order_seed"} & set(names)
     parsed = BenchOptions.parsed(steps="21", profile_steps="0", max_hours="1.5", systems="a")
     assert (parsed.steps, parsed.profile_steps, parsed.max_hours) == (21, 0, 1.5)
     with pytest.raises(UserError, match="--profile-steps must be a whole number >= 0"):

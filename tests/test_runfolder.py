@@ -89,11 +89,11 @@ def test_collect_keeps_each_nodes_cpu_as_the_runs_processes_read_it(tmp_path):
 
 def test_bench_options_keep_the_manifest_and_the_resume_rules():
     from harness.plan.options import BenchOptions
-    options = BenchOptions.given(systems="pytorch-sync", nodes="1,2", round=0,
+    options = BenchOptions.given(systems="pytorch-sync", nodes="1,2", hooks=[object()],
                                  fail_fast=True, inventory="local", results="results")
-    assert (options.nodes, options.round) == ("1,2", 0)
+    assert options.nodes == "1,2"
     manifest = options.manifest()
-    assert "fail_fast" not in manifest and "cells" not in manifest
+    assert "fail_fast" not in manifest and "hooks" not in manifest
     assert "inventory" not in manifest and "results" not in manifest  # the manifest's own
     assert manifest["systems"] == "pytorch-sync" and manifest["threads"] == 0
     assert options.chosen() == ["systems", "nodes"]

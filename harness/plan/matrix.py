@@ -84,9 +84,8 @@ class Cell:
     precision: float = 0.0  # 0: exactly epochs x steps_per_epoch steps
     max_epochs: int = 0
     # the same-math check (selfcheck/math_check.py): canonical weights and batch order, losses and
-    # final weights kept; planted: an error put in on purpose, which the check must catch
+    # final weights kept (an error it plants is a hook's, harness/run/pipeline.py)
     math: bool = False
-    planted: str = ""
     # a factor's level (invoke explain, registry/factors.yml): variables exported in this
     # framework's launch script ("NAME=value;NAME=value", after the stack's own), and the
     # compute threads per worker (0: the node's vCPUs, the package's thread budget)
@@ -101,7 +100,7 @@ class Cell:
     def config_hash(self):
         settings = self.settings
         del settings["profile_steps"]  # run after the timed steps: it changes no measurement
-        for optional in ("link", "precision", "max_epochs", "math", "planted", "environment",
+        for optional in ("link", "precision", "max_epochs", "math", "environment",
                          "threads", "calibration_steps"):
             if not settings[optional]:
                 del settings[optional]  # ids of cells without them stay what they were
@@ -153,7 +152,6 @@ class Choice:
     networks: list = None
     node_counts: list = None
     profile_steps: int = None
-    planted: str = ""
     environment: dict = None
     threads: int = 0
     order_seed: int = None
@@ -187,7 +185,7 @@ def plan(profile, nodes, **given):
                         else choice.profile_steps, precision=spec.get("precision", 0.0),
                         calibration_steps=spec.get("calibration_steps", 0),
                         max_epochs=spec.get("max_epochs", 0),
-                        math=spec.get("math", False), planted=choice.planted or "",
+                        math=spec.get("math", False),
                         environment=(choice.environment or {}).get(framework, ""),
                         threads=choice.threads)
             cells.append(base)

@@ -96,13 +96,12 @@ class BenchOptions:
                                  "one allocation (submitting it again resumes the run)")
     submit: bool = option(False, "--sbatch, and submit the script (sbatch)")
     # the package's own callers only
-    planted: str = option("")  # the same-math check's planted error
     environment: str = option()  # a factor's level (invoke explain): framework -> "NAME=value;..."
     threads: int = option(0)
-    round: int = option()  # run only the cells of that repeat (explain interleaves rounds)
-    cells: list = option()  # a new run's cells, planned by the caller (explain)
     order_seed: int = option()
-    hooks: list = option()  # objects the cell pipeline calls at its stages (harness/run/pipeline.py)
+    # what the self-checks and invoke explain change in a run: objects the pipeline calls at
+    # its stages (harness/run/pipeline.py Hook), not settings of the run
+    hooks: list = option()
 
     @classmethod
     def parsed(cls, **given):
@@ -137,7 +136,7 @@ class BenchOptions:
     def manifest(self):
         """What the run's manifest records of them (its cells are listed on their own)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in RUNNING + WHERE + ("cells", "hooks")}
+                if f.name not in RUNNING + WHERE + ("hooks",)}
 
     def command_line(self, choosing):
         """`invoke bench` options that ask for the same (choosing: with the cell-choosing

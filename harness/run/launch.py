@@ -147,7 +147,7 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False, extr
             profiler_services=layout.profiler_services(cell, nodes),
             profiler_port=layout.profiler_port(cell, node, role),
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),
-            init_checksum="", sample_interval=sample_interval(lease))
+            planted="", init_checksum="", sample_interval=sample_interval(lease))
         config.update(extra or {})
         cellconfig.check(config, "the cell.json of %s/%s-%d" % (node.name, role, rank))
         variables = dict(config, system=cell.system, code_dir=nodefolder.code_dir(workdir),

@@ -7,8 +7,9 @@ contention probe and the estimates. Each cell goes through the same named stages
 
 and a cell that crashed in native code, or was disturbed, goes through them once more
 (run_cell). The controller (harness/commands.py) plans the cells and hands them to run_cells.
-A self-check changes what a stage does through a hook (BenchOptions.hooks), not through a
-keyword of bench: the same-math check gives every cell.json its initial weights' checksum.
+A self-check or invoke explain changes what a stage does through a Hook (BenchOptions.hooks),
+not through a keyword of bench: the same-math check gives every cell.json its initial weights'
+checksum and its planted error; explain gives a new run its cells and runs one round at a time.
 """
 import json
 import re
@@ -23,6 +24,34 @@ from contract.errors import RunIncomplete
 from contract.runfolder import CellStatus, RunFolder
 
 CRASH = re.compile(r"exited with (134|139)\b")  # 128 + SIGABRT, 128 + SIGSEGV
+
+
+class Hook:
+    """What a caller of bench may change, stage by stage; each method left as here changes
+    nothing. planned: a new run's cells (None: the run plans its own from the options);
+    chosen: which of the cells left run now; cell_config: more keys of every cell.json of
+    a cell (contract/cellconfig.py), given its dataset's classes."""
+
+    def planned(self):
+        return None
+
+    def chosen(self, todo):
+        return todo
+
+    def cell_config(self, cell, classes):
+        return {}
+
+
+def planned(hooks):
+    """The cells a hook plans for a new run, or None."""
+    given = [cells for cells in (hook.planned() for hook in hooks or ()) if cells is not None]
+    return given[-1] if given else None
+
+
+def chosen(hooks, todo):
+    for hook in hooks or ():
+        todo = hook.chosen(todo)
+    return todo
 
 
 class Run:
