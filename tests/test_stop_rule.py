@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bench.common import agree, loop, precision
+from bench.common import agree, breakdown, loop, precision
 
 
 class Sampler(object):
@@ -188,3 +188,10 @@ def test_a_prepared_calibration_runs_one_untimed_pass_then_times_only_its_own():
     times = measure()
     assert calls.count("f") == 1 + 2 + 3 and calls.count("u") == 1 + 2 + 3
     assert [len(times[k]) for k in ("forward", "backward", "update")] == [3, 3, 3]
+    # no calibration steps (emulated CPUs): no pass at all, and the breakdown's parts unknown
+    calls.clear()
+    none = loop.prepared(dict(config, calibration_steps=0), Sampler(), lambda: calls.append("f"),
+                         lambda: calls.append("fb"))()
+    assert calls == [] and none == {"forward": [], "backward": [], "update": []}
+    summary = breakdown.summarise([{"total": 2.0, "loading": 0.5}], none, worker_updates=True)
+    assert (summary["step"], summary["forward"], summary["communication"]) == (2.0, None, None)

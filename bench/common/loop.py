@@ -152,7 +152,10 @@ def in_turn(config, barrier, prepare):
 def prepared(config, sampler, forward, forward_backward, update=None):
     """A calibration ready to run: one pass now, untimed (TensorFlow traces its functions and
     MXNet allocates on the first call, seconds for a large network), the timed passes when the
-    returned function is called (calibrate)."""
+    returned function is called (calibrate). No calibration steps (emulated CPUs, harness/run/
+    launch.py calibration): no pass at all, nothing measured."""
+    if not config["calibration_steps"]:
+        return lambda: {"forward": [], "backward": [], "update": []}
     sampler.progress(phase="calibrate")
     forward()
     forward_backward()
