@@ -2,7 +2,7 @@
 driven over real SSH by Ansible and Fabric. Skipped without root.
 
 Brings the cluster up if it is not (and takes it down at the end), provisions it over SSH,
-runs the five system-modes' smoke over SSH, and checks that communication follows the link
+runs every system-mode's smoke over SSH (each in one test or another), and checks that communication follows the link
 bandwidth while compute does not."""
 import json
 import os
@@ -121,13 +121,21 @@ def test_a_poll_runs_no_command_on_the_node(netns, tmp_path, monkeypatch):
         sleeper.kill()
 
 
-def test_five_system_modes_over_ssh(netns, tmp_path):
-    invoke("bench", "--inventory", "netns", "--results", str(tmp_path))
+# The system-modes no other test here runs over SSH: pytorch-sync and mxnet-sync run in the
+# bandwidth rounds, pytorch-sync on the cut link, mxnet-sync behind the bastion (issue 56: the
+# five at once cost 180 s on the EPYC, 2026-11-29). Together, all five go through namespace
+# hosts, their own interface and real sshd.
+OVER_SSH_ONLY_HERE = ("tensorflow-sync", "tensorflow-async", "mxnet-async")
+
+
+def test_the_other_system_modes_over_ssh(netns, tmp_path):
+    invoke("bench", "--inventory", "netns", "--systems", ",".join(OVER_SSH_ONLY_HERE),
+           "--results", str(tmp_path))
     run, records = records_of(tmp_path)
     status = {r["system"]: r["status"] for r in records if r["metric"] == "status"}
-    assert status == {s: "succeeded" for s in status} and len(status) == 5, status
+    assert status == {s: "succeeded" for s in OVER_SSH_ONLY_HERE}, status
     results = list(run.glob("*/*/*/result.json"))
-    assert len(results) >= 5 * 3  # every system-mode's processes on three hosts
+    assert len(results) >= 3 * 3  # every system-mode's processes on three hosts
     for result in results:
         config = json.loads(result.read_text())["config"]
         assert config["address"].startswith(cluster.SUBNET + ".")
