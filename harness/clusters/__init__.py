@@ -28,6 +28,10 @@ class Way:
     def down(self):
         """Remove what this package made for the nodes, nothing else."""
 
+    def emulated_cpu(self):
+        """Whether the nodes' CPUs are emulated (VMs under QEMU's TCG): known after prepare."""
+        return False
+
 
 class Local(Way):
     name = "local"
@@ -53,6 +57,9 @@ class Vagrant(Way):
 
     def down(self):
         vagrant.down()
+
+    def emulated_cpu(self):
+        return (vagrant.vm_record() or {}).get("accelerator") == "qemu"
 
 
 class Slurm(Way):

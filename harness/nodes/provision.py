@@ -89,6 +89,7 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
         "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
         "push_whole_set": whole_set_needed(frameworks),
         "wheelhouse": wheelhouse or {},
+        "pip_compile": True,  # not on emulated CPUs (run; framework_envs/tasks/venv.yml)
     }
 
 
@@ -100,13 +101,15 @@ def run(options):
     stack = stacks.load(options.stack)
     frameworks, wheelhouse = options.framework_list(), options.wheelhouse
     check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
-    clusters.way(options.inventory).prepare()  # the VMs up, where the inventory is Vagrant's
+    way = clusters.way(options.inventory)
+    way.prepare()  # the VMs up, where the inventory is Vagrant's
     inv = inventory.load(options.inventory)
     filled = wheels.fill(stack, frameworks, wheelhouse, conda_hosts(inv)) if wheelhouse \
         else None
     counts = node_counts(options.nodes, len(inv.hosts))
     variables = playbook_vars(inv, stack, options.size, options.data, options.data_archive,
                               counts, frameworks, filled)
+    variables["pip_compile"] = not way.emulated_cpu()
     vars_file = cache_dir() / "staging" / "provision-vars.json"
     vars_file.parent.mkdir(parents=True, exist_ok=True)
     vars_file.write_text(json.dumps(variables, indent=1))
