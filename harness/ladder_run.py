@@ -183,15 +183,13 @@ def check_stacks(plan, inv):
                                                                          plan.profile))
 
 
-class Round(pipeline.Hook):
+class Round(pipeline.GivenCells):
     """The pipeline's hook: a stack's run has the ladder's cells (planned here, in the order of
     the settings), and round k runs repeat k of each alone."""
 
     def __init__(self, round_, cells=None):
-        self.round, self.cells = round_, cells
-
-    def planned(self):
-        return self.cells
+        super().__init__(cells)
+        self.round = round_
 
     def chosen(self, todo):
         return [cell for cell in todo if cell.repeat == self.round]

@@ -323,7 +323,7 @@ def test_stopped_processes_fail_their_cells_as_stalled(provisioned, tmp_path, mo
     nothing of the run is left on any node. The stalls are the cells of one run, in STALLS's
     order (issue 39: one probe and one start of the controller instead of six)."""
     from harness import commands
-    from harness.run import stall
+    from harness.run import pipeline, stall
     monkeypatch.setenv(stall.FROZEN_VARIABLE, str(FROZEN))
     run_id = "stalled"
     nodes = nodes_mod.connect_all(inventory.load("local"))
@@ -337,7 +337,8 @@ def test_stopped_processes_fail_their_cells_as_stalled(provisioned, tmp_path, mo
                 for cell, (_, phase, victim, _) in zip(cells, STALLS)]
     driver = threading.Thread(target=stop_in_turn, args=(stoppers,), daemon=True)
     driver.start()
-    commands.bench_named("local", "current", "smoke", str(tmp_path), run=run_id, cells=cells)
+    commands.bench_named("local", "current", "smoke", str(tmp_path), run=run_id,
+                         hooks=[pipeline.GivenCells(cells)])
     driver.join(timeout=1)
     for cell, stopper, stalled in zip(cells, stoppers, STALLS):
         check_stalled(tmp_path / run_id / cell.id, stopper, *stalled[:3])
