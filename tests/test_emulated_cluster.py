@@ -2,10 +2,12 @@
 driven over real SSH by Ansible and Fabric. Skipped without root.
 
 Brings the cluster up if it is not (and takes it down at the end), provisions it over SSH,
-runs every system-mode's smoke over SSH (each in one test or another), and checks that communication follows the link
-bandwidth while compute does not."""
+runs every system-mode's smoke over SSH (each in one test or another), and checks that
+communication follows the link bandwidth while compute does not."""
+import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.nodes import inventory, access as nodes
+from harness.nodes import inventory, stacks, wheelhouse, access as nodes
 from harness.plan import matrix
 from harness.clusters import emulated as cluster
 from selfcheck import faults
@@ -313,15 +315,8 @@ def test_nodes_behind_a_bastion_with_hostile_workdirs_build_their_envs_from_a_wh
     property of the same path (what is sent over SSH, and how), and a run of each cost a
     provisioning and a cell more (issue 39). MXNet's wheels are 65 MB, PyTorch's 210 MB:
     what is proved is the same."""
-    import shutil
-    from harness.nodes import stacks, wheelhouse
     bastion, *behind = netns["hosts"]
-    reach = subprocess.run(["ip", "netns", "exec", bastion["namespace"], "python3", "-c",
-                            "import socket; socket.create_connection(('pypi.org', 443), 3)"],
-                           capture_output=True)
-    assert reach.returncode != 0  # no registry from the nodes
-    rules = [["OUTPUT", "-d", h["address"], "-p", "tcp", "-m", "comment", "--comment",
-              cluster.FIREWALL_TAG, "-j", "REJECT"] for h in behind]  # tagged: see the tag
+    assert not reaches_a_registry(bastion)
     hostile = "/tmp/dlbench netns 'quote' \"dq\" $;x é"
     envs, wheels = tmp_path / "offline envs", tmp_path / "wheelhouse"
     inventory_file = tmp_path / "behind-a-bastion-offline.yml"
@@ -332,39 +327,65 @@ def test_nodes_behind_a_bastion_with_hostile_workdirs_build_their_envs_from_a_wh
     wheelhouse.fill(stacks.load("current"), ["mxnet"], wheels)
     (folder,) = wheels.iterdir()
     (numpy,) = folder.glob("numpy-*.whl")
+    with reached_through_the_bastion(behind):
+        try:
+            shutil.move(str(numpy), str(tmp_path))
+            out = invoke(*provision, check=False)
+            said = out.stdout + out.stderr
+            assert out.returncode == 2 and "No matching distribution found for numpy" in said, \
+                said[-3000:]
+            shutil.move(str(tmp_path / numpy.name), str(folder))
+            began = time.monotonic()
+            invoke(*provision)
+            out = invoke("bench", "--inventory", str(inventory_file), "--systems", "mxnet-sync",
+                         "--results", str(tmp_path / "results")).stdout
+            assert "1 succeeded, 0 failed" in out, out
+            run, records = records_of(tmp_path / "results", inventory_file)
+            took = time.monotonic() - began
+        finally:
+            shutil.rmtree(hostile, ignore_errors=True)
+    assert [(e.name, (e / ".dlbench-complete").is_file())
+            for e in envs.glob("current-mxnet-*")] == [(folder.name, True)]
+    check_the_mxnet_sync_run(run, records, behind)
+    with capsys.disabled():
+        print("\nbehind a bastion, hostile workdirs, envs from a wheelhouse: provision, an "
+              "mxnet-sync cell and collect in %.0f s" % took)
+
+
+def reaches_a_registry(host):
+    """Whether a namespace host can open a connection to PyPI."""
+    return subprocess.run(["ip", "netns", "exec", host["namespace"], "python3", "-c",
+                           "import socket; socket.create_connection(('pypi.org', 443), 3)"],
+                          capture_output=True).returncode == 0
+
+
+@contextlib.contextmanager
+def reached_through_the_bastion(behind):
+    """The controller's own packets to the hosts behind the bastion are refused while in it."""
+    with socket.socket() as probe:  # before: reachable
+        probe.settimeout(2)
+        probe.connect((behind[0]["address"], 22))
+    rules = [["OUTPUT", "-d", h["address"], "-p", "tcp", "-m", "comment", "--comment",
+              cluster.FIREWALL_TAG, "-j", "REJECT"] for h in behind]  # tagged: see the tag
     for rule in rules:
         subprocess.run(["iptables", "-I"] + rule, check=True)
     try:
         with pytest.raises(OSError):  # the controller cannot reach them itself
             socket.create_connection((behind[0]["address"], 22), 2).close()
-        shutil.move(str(numpy), str(tmp_path))
-        out = invoke(*provision, check=False)
-        said = out.stdout + out.stderr
-        assert out.returncode == 2 and "No matching distribution found for numpy" in said, \
-            said[-3000:]
-        shutil.move(str(tmp_path / numpy.name), str(folder))
-        began = time.monotonic()
-        invoke(*provision)
-        out = invoke("bench", "--inventory", str(inventory_file), "--systems", "mxnet-sync",
-                     "--results", str(tmp_path / "results")).stdout
-        assert "1 succeeded, 0 failed" in out, out
-        run, records = records_of(tmp_path / "results", inventory_file)
-        took = time.monotonic() - began
+        yield
     finally:
         for rule in rules:
             subprocess.run(["iptables", "-D"] + rule, check=True)
-        shutil.rmtree(hostile, ignore_errors=True)
-    (built,) = envs.glob("current-mxnet-*")
-    assert built.name == folder.name and (built / ".dlbench-complete").is_file()
+
+
+def check_the_mxnet_sync_run(run, records, behind):
+    """One succeeded cell whose every role's result came back, from every host behind."""
     statuses = [json.loads(p.read_text()) for p in run.glob("*/status.json")]
     assert [s["status"] for s in statuses] == ["succeeded"]
     assert {r["node"] for r in records} >= {h["name"] for h in behind}
     fetched = sorted(p.parent.name for p in run.glob("*/*/*/result.json"))
     assert fetched == ["scheduler-0"] + ["server-%d" % i for i in range(3)] + \
         ["worker-%d" % i for i in range(3)]
-    with capsys.disabled():
-        print("\nbehind a bastion, hostile workdirs, envs from a wheelhouse: provision, an "
-              "mxnet-sync cell and collect in %.0f s" % took)
 
 
 def behind_a_bastion(netns, workdirs, env_root):

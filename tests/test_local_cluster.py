@@ -42,11 +42,15 @@ FULL_PROBE = {contention.ROUNDS_VARIABLE: str(contention.ROUNDS)}
 def smoke_run(provisioned, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
     # its report is asserted to judge the claims: FULL_PROBE
-    bench = invoke("bench", "--results", str(results),
-                   env=dict(FULL_PROBE, DLBENCH_TEST_TOKEN=TOKEN))
+    env = dict(FULL_PROBE, DLBENCH_TEST_TOKEN=TOKEN)
+    bench = invoke("bench", "--results", str(results), env=env)
+    (run,) = [p for p in results.iterdir() if p.is_dir()]
+    if all(json.loads(p.read_text()).get("disturbed") for p in run.glob("*/status.json")):
+        # a noisy spell took both attempts of every cell (2026-11-29: others' CPU 8-17% of
+        # each node for ten minutes, 0-6% before and after): once more, as a user would
+        invoke("bench", "--results", str(results), "--run", run.name, "--retry-failed", env=env)
     invoke("collect", "--results", str(results))
     analyze = invoke("analyze", "--results", str(results))
-    (run,) = [p for p in results.iterdir() if p.is_dir()]
     cells = {json.loads(p.read_text())["settings"]["system"]: p.parent
              for p in run.glob("*/status.json")}
     records = [json.loads(l) for l in (run / "records.jsonl").read_text().splitlines()]
@@ -295,26 +299,31 @@ def test_start_up_and_steady_steps_are_recorded_apart(smoke_run):
             assert len(samples) == found["measured_steps"]["value"], key
 
 
-def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
-    """Nodes that own their cores (any machine of 2 CPUs or more) make the frameworks' times
-    comparable, and the report judges the claims; the manifest carries the same flags, the
-    layout and the contention probe's figures. Where the probe measures sharing on such nodes
-    (this VM's two vCPUs interfered in CI's smoke run of 2026-11-27: node1 28% slower with
-    the other node running, 4 of 5 rounds over 15%, alone against itself +-13%), the report
-    says so with its figures and the claims are not comparable: what the host does is the
-    probe's subject (tests/test_contention.py), this test's is that the report follows it.
-    Likewise a cell whose last attempt was disturbed is left out of the verdicts and of Fig. 3's
-    check (CI-equivalent, 2026-11-27: both MXNet cells, the host's steal 3-7% of the nodes' CPU
-    time), and the report lists it."""
-    run = smoke_run["run"]
-    left_out = {system for system, cell in smoke_run["cells"].items()
-                if json.loads((cell / "status.json").read_text()).get("disturbed")}
-    assert left_out < set(SYSTEMS)  # something was measured
-    manifest = json.loads((run / "manifest.json").read_text())
+def left_out_of(smoke_run):
+    """The smoke run's system-modes whose last attempt was disturbed."""
+    return {system for system, cell in smoke_run["cells"].items()
+            if json.loads((cell / "status.json").read_text()).get("disturbed")}
+
+
+def sharing_of(manifest):
+    """(shared, measured, inferred): whether the nodes share cores, as the probe measured
+    it, and as this process's CPUs imply (nodes on one CPU)."""
     inferred = len(psutil.Process().cpu_affinity()) < 2
     measured = manifest["contention"]["shared"]
+    return inferred or measured, measured, inferred
+
+
+def test_the_manifest_carries_the_setup_the_layout_and_the_probe(smoke_run):
+    """Nodes that own their cores (any machine of 2 CPUs or more) make the frameworks' times
+    comparable; the manifest carries the setup's flags, the layout and the contention probe's
+    figures. Where the probe measures sharing on such nodes (this VM's two vCPUs interfered
+    in CI's smoke run of 2026-11-27: node1 28% slower with the other node running, 4 of 5
+    rounds over 15%, alone against itself +-13%), it says so: what the host does is the
+    probe's subject (tests/test_contention.py), this test's is that the run follows it."""
+    assert left_out_of(smoke_run) < set(SYSTEMS)  # something was measured
+    manifest = json.loads((smoke_run["run"] / "manifest.json").read_text())
+    shared, measured, inferred = sharing_of(manifest)
     assert measured or not inferred  # nodes on one CPU: the probe must find it
-    shared = inferred or measured
     if measured and not inferred:
         print("\non nodes with CPUs of their own: %s" % contention.describe(
             manifest["contention"]))
@@ -330,6 +339,17 @@ def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     assert "tf_kernels" in manifest["setup"]["deviations"]
     # the code that ran: every training process hashed its own bench/, the controller's
     assert manifest["code_ran"] == [manifest["code_digest"]]
+
+
+def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
+    """The report judges the claims where the nodes own their cores, and says so with the
+    probe's figures where they do not (the claims are then not comparable). A cell whose last
+    attempt was disturbed is left out of the verdicts and of Fig. 3's check (CI-equivalent,
+    2026-11-27: both MXNet cells, the host's steal 3-7% of the nodes' CPU time), and the
+    report lists it."""
+    run, left_out = smoke_run["run"], left_out_of(smoke_run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    shared, measured, inferred = sharing_of(manifest)
     report = (run / "analysis" / "report.md").read_text()
     assert "node code (bench/, contract/): digest %s, the controller's, in every process that trained" % (
         manifest["code_digest"][:12]) in report
