@@ -538,9 +538,10 @@ def test_a_cell_disturbed_by_another_program_is_measured_flagged_and_run_again(p
                         "worker-0" / "result.json").read_text())["interference"]
     # CPU-seconds others took of the worker's window: quiet windows read 0.00-0.12 (the floor
     # let off is 0.15); the hogs get about half of node1's CPU for 5 s, part of it before the
-    # window opens. A share (others_cpu) depends on the window's length, which varies.
+    # window opens (0.48 CPU-s in a bare run of 2026-11-29). A share (others_cpu) depends on
+    # the window's length, which varies.
     taken = first["others_cpu"] * first["seconds"] * first["cpus"]
-    assert taken > 0.5, first
+    assert taken > 0.3, first
     status = json.loads((tmp_path / "planted" / cell / "status.json").read_text())
     assert status["status"] == "succeeded" and status["warning"].startswith(
         "ran twice: the first attempt was disturbed (node1: other programs"), status
