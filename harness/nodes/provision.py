@@ -89,7 +89,6 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
         "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
         "push_whole_set": whole_set_needed(frameworks),
         "wheelhouse": wheelhouse or {},
-        "pip_compile": True,  # not on emulated CPUs (run; framework_envs/tasks/venv.yml)
     }
 
 
@@ -109,6 +108,7 @@ def run(options):
     counts = node_counts(options.nodes, len(inv.hosts))
     variables = playbook_vars(inv, stack, options.size, options.data, options.data_archive,
                               counts, frameworks, filled)
+    # pip does not byte-compile on emulated CPUs (framework_envs/tasks/venv.yml)
     variables["pip_compile"] = not way.emulated_cpu()
     vars_file = cache_dir() / "staging" / "provision-vars.json"
     vars_file.parent.mkdir(parents=True, exist_ok=True)
