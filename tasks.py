@@ -431,9 +431,11 @@ def vm_bench(c, stack="paper-py39", systems=None, benchmark="lenet5-cifar10",
 @_user_errors
 def vagrant_box(c):
     """Build the libvirt box from Debian's packages (root; about 2 minutes; cached by recipe)
-    and `vagrant box add` it; prints its name (DLBENCH_VM_BOX)."""
+    and `vagrant box add` it; prints its name (DLBENCH_VM_BOX). DLBENCH_VM_BOX_ENVS (e.g.
+    paper-py39:mxnet) builds those framework envs into it, which provisioning then skips."""
     from harness.clusters import vmbox
-    name, folder = vmbox.ensure()
+    from harness.nodes import stacks
+    name, folder = vmbox.ensure(envs=stacks.box_envs())
     print("%s (%s)" % (name, folder))
 
 
@@ -443,7 +445,8 @@ def vagrant_up(c):
     """Boot the VMs (libvirt started, the box built, the accelerator chosen where needed) and
     write inventory/vagrant.yml; `invoke provision --inventory vagrant` does this first."""
     from harness.clusters import vagrant
-    vagrant.prepare()
+    from harness.nodes import stacks
+    vagrant.prepare(box_envs=stacks.box_envs())
 
 
 @task(name="down")

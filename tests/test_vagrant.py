@@ -201,6 +201,29 @@ def test_the_box_recipe_hash_follows_the_recipe(monkeypatch):
     assert vmbox.recipe_hash() != first and vmbox.box_name().endswith(vmbox.recipe_hash())
 
 
+def test_envs_built_into_the_box_are_the_stacks_and_make_another_box(monkeypatch):
+    """DLBENCH_VM_BOX_ENVS names envs as provisioning names them (their folder carries the
+    hash of their pins, so that provisioning finds them complete), they join the box's hash,
+    and a stack on another Python than the box's is refused before anything is built."""
+    from harness.clusters import vmbox
+    from harness.nodes import stacks
+    monkeypatch.setattr(vmbox, "insecure_key", lambda: "ssh-rsa AAAA vagrant insecure public key")
+    monkeypatch.setenv("DLBENCH_VM_BOX_ENVS", "paper-py39:mxnet")
+    (env,) = stacks.box_envs()
+    stack = stacks.load("paper-py39")
+    assert (env["dirname"], env["packages"]) == (stack.env("mxnet").dirname,
+                                                 stack.env("mxnet").packages)
+    assert (env["python"], env["seed"]) == ("3.9", ["pip==23.0.1", "setuptools==58.1.0"])
+    assert len(stacks.box_envs("paper-py39")) == len(stack.envs) and stacks.box_envs("") == []
+    plain = vmbox.recipe_hash()
+    assert vmbox.recipe_hash(()) == plain != vmbox.recipe_hash([env])
+    assert vmbox.box_name([env]).endswith(vmbox.recipe_hash([env]))
+    with pytest.raises(UserError, match="stack current is on another Python"):
+        vmbox.check_envs(stacks.box_envs("current:pytorch"))
+    with pytest.raises(UserError, match="has no environment for caffe"):
+        stacks.box_envs("paper-py39:caffe")
+
+
 def test_console_tails_show_why_a_vm_did_not_boot(monkeypatch, tmp_path):
     (tmp_path / "node2.log").write_text("Booting\n" + "".join("line %d\n" % i for i in range(30))
                                         + "Kernel panic - not syncing: VFS: Unable to mount "
@@ -282,7 +305,7 @@ def test_a_second_setup_in_one_process_keeps_the_probed_accelerator(monkeypatch,
     monkeypatch.setattr(vagrant, "provider", lambda: "libvirt")
     monkeypatch.setattr(vagrant.libvirt, "ensure", lambda progress: None)
     monkeypatch.setattr(vagrant.libvirt, "FILES", tmp_path)
-    monkeypatch.setattr(vagrant.vmbox, "ensure", lambda progress: ("box-x", tmp_path))
+    monkeypatch.setattr(vagrant.vmbox, "ensure", lambda progress, envs: ("box-x", tmp_path))
     monkeypatch.setattr(vagrant.libvirt, "readable_copies", lambda files: files)
     probes = []
     monkeypatch.setattr(vagrant.libvirt, "accelerator",

@@ -12,14 +12,15 @@ def test_each_way_is_found_by_its_inventory_name_and_any_other_is_ssh():
 
 def test_only_the_vms_describe_themselves_and_only_they_prepare(monkeypatch):
     called = []
-    monkeypatch.setattr(clusters.vagrant, "prepare", lambda: called.append("prepare"))
+    monkeypatch.setattr(clusters.vagrant, "prepare",
+                        lambda box_envs: called.append(("prepare", box_envs)))
     monkeypatch.setattr(clusters.vagrant, "vm_record", lambda: {"provider": "libvirt"})
     for name in ("local", "netns", "slurm", "cluster"):
         clusters.way(name).prepare()
         assert clusters.way(name).describe() is None
     assert called == []
-    clusters.way("vagrant").prepare()
-    assert called == ["prepare"]
+    clusters.way("vagrant").prepare(["an env"])
+    assert called == [("prepare", ["an env"])]
     assert clusters.way("vagrant").describe() == {"provider": "libvirt"}
 
 

@@ -18,8 +18,9 @@ class Way:
     name = "ssh"
     made_by = None  # the command that writes this way's inventory, where the package does
 
-    def prepare(self):
-        """Before provisioning: make the nodes exist (and their inventory current)."""
+    def prepare(self, box_envs=()):
+        """Before provisioning: make the nodes exist (and their inventory current). box_envs:
+        framework envs to build into a VM image the way makes (stacks.box_envs)."""
 
     def describe(self):
         """What a run's manifest records of how the nodes were made (None: nothing)."""
@@ -49,8 +50,8 @@ class Vagrant(Way):
     name = "vagrant"
     made_by = "invoke provision --inventory vagrant"
 
-    def prepare(self):
-        vagrant.prepare()
+    def prepare(self, box_envs=()):
+        vagrant.prepare(box_envs=box_envs)
 
     def describe(self):
         return vagrant.vm_record() or None

@@ -75,16 +75,17 @@ def _export(values):
     _SET_HERE.update(values)
 
 
-def machine_setup(progress=print):
+def machine_setup(progress=print, box_envs=()):
     """Everything the VMs need before `vagrant up`, recorded in STATE/vm.json and passed to
-    the Vagrantfile through the environment: libvirt running, the box, the accelerator."""
+    the Vagrantfile through the environment: libvirt running, the box (with box_envs built
+    into it: vmbox.py), the accelerator."""
     chosen = provider()
     os.environ["VAGRANT_DEFAULT_PROVIDER"] = chosen
     record = {"provider": chosen, "box": _asked("DLBENCH_VM_BOX") or CLOUD_BOX}
     if chosen == "libvirt":
         libvirt.ensure(progress)
         if not _asked("DLBENCH_VM_BOX"):
-            record["box"], folder = vmbox.ensure(progress)
+            record["box"], folder = vmbox.ensure(progress, box_envs)
             kernel, initrd = libvirt.readable_copies(vmbox.kernel_files(folder))
             _export({"DLBENCH_VM_KERNEL": str(kernel), "DLBENCH_VM_INITRD": str(initrd),
                      "DLBENCH_VM_CMDLINE": vmbox.RECIPE["cmdline"]})
@@ -123,15 +124,16 @@ def vm_record():
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def prepare(run=None, echo=print):
-    """`vagrant up` what is not running, then write inventory/vagrant.yml. Returns its path."""
+def prepare(run=None, echo=print, box_envs=()):
+    """`vagrant up` what is not running, then write inventory/vagrant.yml. Returns its path.
+    box_envs: framework envs the built box holds (DLBENCH_VM_BOX_ENVS, stacks.box_envs)."""
     run = run or _vagrant
     if run is _vagrant:
         if not shutil.which("vagrant"):
             raise UserError("`vagrant` is not installed on this machine",
                             "install Vagrant and libvirt (+ the vagrant-libvirt plugin) or "
                             "VirtualBox, see docs/reproducing.md; or use --inventory local")
-        record = machine_setup(echo)
+        record = machine_setup(echo, box_envs)
     else:
         record = {"provider": os.environ.get("VAGRANT_DEFAULT_PROVIDER", "virtualbox")}
     conf = settings()

@@ -10,10 +10,16 @@ needs from the OS.
 The box is kept under the cache, in a folder named by the hash of its recipe (this module's
 RECIPE, the configuring script, the host's CA bundle and Vagrant's key), and `vagrant box
 add`ed as dlbench-bullseye-<hash>: a changed recipe gives a new box, an unchanged one is not
-built again. Building needs root (debootstrap)."""
+built again. Building needs root (debootstrap).
+
+A box may also hold framework envs (`envs`, from DLBENCH_VM_BOX_ENVS, e.g. paper-py39:mxnet):
+built in the image at the host's speed, where the playbook, under QEMU's TCG, took minutes per
+env and VM; provisioning then finds them complete and skips them. Their names join the
+recipe's hash."""
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -35,6 +41,8 @@ RECIPE = {
 }
 # the e2fsprogs of a newer host make features bullseye's 5.10 kernel cannot mount
 MKFS_FEATURES = "^orphan_file,^metadata_csum_seed"
+BOX_PYTHON = "3.9"  # bullseye's: the envs built into the box are on it
+ENV_ROOT = "/home/vagrant/.cache/dlbench/envs"  # the Vagrant inventory's env_root (vagrant.py)
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 NAME_PREFIX = "dlbench-bullseye-"
 
@@ -90,21 +98,23 @@ def insecure_key():
     return found[0].read_text()
 
 
-def recipe_hash():
+def recipe_hash(envs=()):
     digest = hashlib.sha256(json.dumps(RECIPE, sort_keys=True).encode())
     for text in (CONFIGURE, json.dumps(FILES, sort_keys=True), insecure_key()):
         digest.update(text.encode())
     if HOST_CA_BUNDLE.is_file():
         digest.update(HOST_CA_BUNDLE.read_bytes())
+    if envs:  # a box without envs keeps the hash it had before boxes could hold them
+        digest.update(json.dumps(list(envs), sort_keys=True).encode())
     return digest.hexdigest()[:12]
 
 
-def box_dir():
-    return cache_dir() / "vagrant" / ("box-" + recipe_hash())
+def box_dir(envs=()):
+    return cache_dir() / "vagrant" / ("box-" + recipe_hash(envs))
 
 
-def box_name():
-    return NAME_PREFIX + recipe_hash()
+def box_name(envs=()):
+    return NAME_PREFIX + recipe_hash(envs)
 
 
 def kernel_files(folder=None):
@@ -113,17 +123,26 @@ def kernel_files(folder=None):
     return folder / "vmlinuz", folder / "initrd.img"
 
 
-def ensure(progress=print):
+def ensure(progress=print, envs=()):
     """The box built (if its recipe's folder lacks it) and known to Vagrant; returns
-    (name, folder)."""
-    folder = box_dir()
+    (name, folder). envs: framework envs to build into it (stacks.box_envs)."""
+    check_envs(envs)
+    folder, name = box_dir(envs), box_name(envs)
     if not (folder / "dlbench.box").is_file():
-        build(folder, progress)
-    if box_name() not in installed_boxes():
-        progress("vagrant box add %s" % box_name())
-        run(["vagrant", "box", "add", "--force", "--name", box_name(),
-             str(folder / "dlbench.box")])
-    return box_name(), folder
+        build(folder, progress, envs)
+    if name not in installed_boxes():
+        progress("vagrant box add %s" % name)
+        run(["vagrant", "box", "add", "--force", "--name", name, str(folder / "dlbench.box")])
+    return name, folder
+
+
+def check_envs(envs):
+    other = sorted({e["stack"] for e in envs if e["python"] != BOX_PYTHON})
+    if other:
+        raise UserError("the box has Python %s (Debian %s): stack %s is on another Python"
+                        % (BOX_PYTHON, RECIPE["suite"], ", ".join(other)),
+                        "set DLBENCH_VM_BOX_ENVS to envs of a Python %s stack "
+                        "(paper-py39:<framework>), or unset it" % BOX_PYTHON)
 
 
 def installed_boxes():
@@ -132,7 +151,7 @@ def installed_boxes():
             if line.count(",") >= 3 and line.split(",")[2] == "box-name"}
 
 
-def build(folder, progress=print):
+def build(folder, progress=print, envs=()):
     require_tools()
     began = time.monotonic()
     work = folder.with_name(folder.name + ".building")
@@ -144,6 +163,7 @@ def build(folder, progress=print):
     run(["debootstrap", "--include=" + ",".join(RECIPE["packages"]), RECIPE["suite"],
          str(root), mirror()], timeout=1800)
     configure(root)
+    install_envs(root, envs, progress)
     kernel, initrd = kernel_files(work)
     shutil.copyfile(str(newest(root / "boot", "vmlinuz-*")), str(kernel))
     shutil.copyfile(str(newest(root / "boot", "initrd.img-*")), str(initrd))
@@ -191,6 +211,33 @@ def configure(root):
         shutil.copyfile(str(HOST_CA_BUNDLE),
                         str(root / "usr/local/share/ca-certificates/dlbench-host.crt"))
     run(["chroot", str(root), "/bin/sh", "-c", CONFIGURE])
+
+
+def install_envs(root, envs, progress):
+    """Each env as the playbook builds it (framework_envs: virtualenv on the Debian-packaged
+    Python, the stack's seed, then its pins), marked complete with the marker's text the
+    playbook writes, so that provisioning changes nothing of it."""
+    if not envs:
+        return
+    run(["mount", "-t", "proc", "proc", str(root / "proc")])
+    try:
+        for env in envs:
+            target = "%s/%s" % (ENV_ROOT, env["dirname"])
+            progress("  %s's %s env in the box: %s" % (env["stack"], env["framework"], target))
+            pip = "%s/bin/pip install -q --no-cache-dir --disable-pip-version-check" \
+                % shlex.quote(target)
+            script = ["set -e", "/usr/bin/python3 -m virtualenv -q -p /usr/bin/python%s %s"
+                      % (env["python"], shlex.quote(target))]
+            if env["seed"]:
+                script.append("%s %s" % (pip, " ".join(map(shlex.quote, env["seed"]))))
+            script.append("%s %s %s" % (pip, env["pip_args"],
+                                        " ".join(map(shlex.quote, env["packages"]))))
+            run(["chroot", str(root), "/bin/sh", "-c", "\n".join(script)], timeout=1800)
+            (root / target.lstrip("/") / ".dlbench-complete").write_text(
+                "\n".join(env["packages"]) + "\n")
+        run(["chroot", str(root), "chown", "-R", "vagrant:vagrant", "/home/vagrant/.cache"])
+    finally:
+        run(["umount", str(root / "proc")])
 
 
 def newest(folder, pattern):

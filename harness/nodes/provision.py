@@ -101,7 +101,7 @@ def run(options):
     frameworks, wheelhouse = options.framework_list(), options.wheelhouse
     check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
     way = clusters.way(options.inventory)
-    way.prepare()  # the VMs up, where the inventory is Vagrant's
+    way.prepare(stacks.box_envs())  # VMs up (Vagrant)
     inv = inventory.load(options.inventory)
     filled = wheels.fill(stack, frameworks, wheelhouse, conda_hosts(inv)) if wheelhouse \
         else None

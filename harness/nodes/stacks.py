@@ -1,6 +1,7 @@
 """Pinned version sets (stacks/*.yml) and where each framework's env lives on a node."""
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,22 @@ def release(base, framework, release):
     stack = _from_file(path, data, {framework: spec})
     stack.name = "%s+%s-%s" % (base, framework, release)
     return stack
+
+
+def box_envs(spec=None):
+    """spec (default: DLBENCH_VM_BOX_ENVS), "<stack>:<framework>[,<framework>...]" (e.g.
+    paper-py39:mxnet; no framework: all of the stack's): the envs built into the VM box
+    (harness/clusters/vmbox.py) as plain values, so that provisioning finds them complete.
+    Unset or "" -> []."""
+    spec = os.environ.get("DLBENCH_VM_BOX_ENVS", "") if spec is None else spec
+    if not spec:
+        return []
+    name, _, listed = spec.partition(":")
+    stack = load(name)
+    envs = [stack.env(f) for f in listed.split(",") if f] or list(stack.envs.values())
+    return [{"dirname": e.dirname, "packages": list(e.packages), "pip_args": e.pip_args or "",
+             "seed": list((stack.debian or {}).get("seed") or []), "python": stack.python,
+             "stack": stack.name, "framework": e.framework} for e in envs]
 
 
 def _read(name_or_path):
