@@ -22,9 +22,9 @@ Two VMs instead of three (VMS below), back to back on the EPYC (2026-11-27, noth
 running): 9 min 54 s against 16 min 15 s; up 97 s against 131 s, provisioning 312 s against
 532 s, the cell's test 123 s against 198 s, the destroyed-VM cell 49 s against 98 s.
 With MXNet's env built into the box (DLBENCH_VM_BOX_ENVS; 2026-11-29, EPYC, nothing else
-running, the box built in the run): 12 min 18 s against CI's 14 min 20 s the same day
-without it; up 230 s with the box built (93 s cached, the build about 75 s before), provisioning
-235 s against 400 s, the cell 185 s against 197 s, the destroyed-VM cell 57 s.
+running, the box built in the run): up 230 s (93 s with the box cached), provisioning 235 s
+against 400 s the same morning, the cell 185 s against 197 s, the destroyed-VM cell 57 s; the
+boot, end-to-end and down tests 677 s against 719 s with the box cached then.
 The run resuming once the destroyed VM is up again
 (provisioning it again, the 60-step cell again: about 16 min more) runs with
 DLBENCH_VM_E2E=1; `pytest -s` prints each step's time, and `invoke vm-bench` times a cold
@@ -69,8 +69,8 @@ STACK = ("--stack", "paper-py39")
 SYSTEM = registry.vm_smoke()
 FRAMEWORK = registry.system(SYSTEM)["framework"]
 # The framework's env is built into the box, at the host's speed (vmbox.py), and provisioning
-# finds it complete: building it inside each TCG guest took 118-187 s of each VM's provisioning
-# (docstring), for a proof given elsewhere: envs built by the playbook over SSH on Debian 11's
+# finds it complete: inside each TCG guest, building it took 118 s and seeding it 69 s of the
+# VM's provisioning (the Xeon's figures in the docstring), for a proof given elsewhere: envs built by the playbook over SSH on Debian 11's
 # Python (test_paper_stack.py) and from a wheelhouse behind a bastion (test_emulated_cluster.py).
 SIZE = {"DLBENCH_VM_CPUS": "1", "DLBENCH_VM_MEMORY": "1536", "DLBENCH_VM_NODES": str(VMS),
         "DLBENCH_VM_BOX_ENVS": "%s:%s" % (STACK[1], FRAMEWORK)}
