@@ -70,8 +70,9 @@ SYSTEM = registry.vm_smoke()
 FRAMEWORK = registry.system(SYSTEM)["framework"]
 # The framework's env is built into the box, at the host's speed (vmbox.py), and provisioning
 # finds it complete: inside each TCG guest, building it took 118 s and seeding it 69 s of the
-# VM's provisioning (the Xeon's figures in the docstring), for a proof given elsewhere: envs built by the playbook over SSH on Debian 11's
-# Python (test_paper_stack.py) and from a wheelhouse behind a bastion (test_emulated_cluster.py).
+# VM's provisioning (the Xeon's figures in the docstring), for a proof given elsewhere: envs
+# built by the playbook on Debian 11's Python (test_paper_stack.py) and from a wheelhouse over
+# SSH behind a bastion (test_emulated_cluster.py).
 SIZE = {"DLBENCH_VM_CPUS": "1", "DLBENCH_VM_MEMORY": "1536", "DLBENCH_VM_NODES": str(VMS),
         "DLBENCH_VM_BOX_ENVS": "%s:%s" % (STACK[1], FRAMEWORK)}
 
