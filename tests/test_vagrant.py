@@ -224,6 +224,17 @@ def test_envs_built_into_the_box_are_the_stacks_and_make_another_box(monkeypatch
         stacks.box_envs("paper-py39:caffe")
 
 
+def test_envs_for_the_box_with_another_box_named_are_an_error_not_ignored(monkeypatch, tmp_path):
+    monkeypatch.setattr(vagrant, "STATE", tmp_path)
+    monkeypatch.setattr(os, "environ", dict(os.environ, DLBENCH_VM_BOX="generic/ubuntu2204"))
+    monkeypatch.setattr(vagrant, "provider", lambda: "libvirt")
+    with pytest.raises(UserError, match="but the VMs use generic/ubuntu2204"):
+        vagrant.machine_setup(progress=lambda *a: None, box_envs=[{"dirname": "x"}])
+    monkeypatch.setattr(vagrant, "provider", lambda: "virtualbox")
+    with pytest.raises(UserError, match="but the VMs use virtualbox"):
+        vagrant.machine_setup(progress=lambda *a: None, box_envs=[{"dirname": "x"}])
+
+
 def test_console_tails_show_why_a_vm_did_not_boot(monkeypatch, tmp_path):
     (tmp_path / "node2.log").write_text("Booting\n" + "".join("line %d\n" % i for i in range(30))
                                         + "Kernel panic - not syncing: VFS: Unable to mount "

@@ -19,7 +19,7 @@ def test_only_the_vms_describe_themselves_and_only_they_prepare(monkeypatch):
         clusters.way(name).prepare()
         assert clusters.way(name).describe() is None
     assert called == []
-    clusters.way("vagrant").prepare(["an env"])
+    clusters.way("vagrant").prepare(lambda: ["an env"])
     assert called == [("prepare", ["an env"])]
     assert clusters.way("vagrant").describe() == {"provider": "libvirt"}
 

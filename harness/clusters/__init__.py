@@ -18,9 +18,10 @@ class Way:
     name = "ssh"
     made_by = None  # the command that writes this way's inventory, where the package does
 
-    def prepare(self, box_envs=()):
+    def prepare(self, box_envs=list):
         """Before provisioning: make the nodes exist (and their inventory current). box_envs:
-        framework envs to build into a VM image the way makes (stacks.box_envs)."""
+        a function giving the framework envs to build into a VM image the way makes
+        (stacks.box_envs), called only by a way that makes one."""
 
     def describe(self):
         """What a run's manifest records of how the nodes were made (None: nothing)."""
@@ -50,8 +51,8 @@ class Vagrant(Way):
     name = "vagrant"
     made_by = "invoke provision --inventory vagrant"
 
-    def prepare(self, box_envs=()):
-        vagrant.prepare(box_envs=box_envs)
+    def prepare(self, box_envs=list):
+        vagrant.prepare(box_envs=box_envs())
 
     def describe(self):
         return vagrant.vm_record() or None

@@ -82,6 +82,10 @@ def machine_setup(progress=print, box_envs=()):
     chosen = provider()
     os.environ["VAGRANT_DEFAULT_PROVIDER"] = chosen
     record = {"provider": chosen, "box": _asked("DLBENCH_VM_BOX") or CLOUD_BOX}
+    if box_envs and (chosen != "libvirt" or _asked("DLBENCH_VM_BOX")):
+        raise UserError("DLBENCH_VM_BOX_ENVS builds envs into the box built here (libvirt), "
+                        "but the VMs use %s" % (record["box"] if chosen == "libvirt" else chosen),
+                        "unset DLBENCH_VM_BOX_ENVS, or DLBENCH_VM_BOX with libvirt")
     if chosen == "libvirt":
         libvirt.ensure(progress)
         if not _asked("DLBENCH_VM_BOX"):
@@ -293,7 +297,7 @@ def write_inventory(hosts, vcpus, conda=True):
     variables = {
         "ansible_connection": "ssh", "ansible_python_interpreter": "/usr/bin/python3",
         "ansible_ssh_common_args": options, "known_hosts": str(known_hosts),
-        "vcpus": vcpus, "base_port": 29500, "env_root": "~/.cache/dlbench/envs"}
+        "vcpus": vcpus, "base_port": 29500, "env_root": "~/" + vmbox.ENV_ROOT}
     if conda:
         variables["python_source"] = "conda"
     data = {"all": {"vars": variables, "children": {"nodes": {"hosts": nodes}}}}

@@ -42,7 +42,7 @@ RECIPE = {
 # the e2fsprogs of a newer host make features bullseye's 5.10 kernel cannot mount
 MKFS_FEATURES = "^orphan_file,^metadata_csum_seed"
 BOX_PYTHON = "3.9"  # bullseye's: the envs built into the box are on it
-ENV_ROOT = "/home/vagrant/.cache/dlbench/envs"  # the Vagrant inventory's env_root (vagrant.py)
+ENV_ROOT = ".cache/dlbench/envs"  # under the VMs' user's home: the Vagrant inventory's env_root
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 NAME_PREFIX = "dlbench-bullseye-"
 
@@ -222,7 +222,7 @@ def install_envs(root, envs, progress):
     run(["mount", "-t", "proc", "proc", str(root / "proc")])
     try:
         for env in envs:
-            target = "%s/%s" % (ENV_ROOT, env["dirname"])
+            target = "/home/vagrant/%s/%s" % (ENV_ROOT, env["dirname"])
             progress("  %s's %s env in the box: %s" % (env["stack"], env["framework"], target))
             pip = "%s/bin/pip install -q --no-cache-dir --disable-pip-version-check" \
                 % shlex.quote(target)

@@ -101,7 +101,7 @@ def run(options):
     frameworks, wheelhouse = options.framework_list(), options.wheelhouse
     check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
     way = clusters.way(options.inventory)
-    way.prepare(stacks.box_envs())  # VMs up (Vagrant)
+    way.prepare(stacks.box_envs)  # VMs up (Vagrant), their box holding DLBENCH_VM_BOX_ENVS
     inv = inventory.load(options.inventory)
     filled = wheels.fill(stack, frameworks, wheelhouse, conda_hosts(inv)) if wheelhouse \
         else None
