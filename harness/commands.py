@@ -39,7 +39,8 @@ def bench_named(inventory_name, stack_name, size, results, **given):
 
 def _bench_on(options):
     """bench on the inventory's nodes (for --inventory slurm: the allocation's)."""
-    stall.frozen_seconds(), launch.base_lease()  # a bad setting stops the run before it starts
+    # a bad setting stops the run before it starts
+    stall.frozen_seconds(), launch.base_lease(), launch.calibration_seconds()
     inv = inventory.load(options.inventory)
     stack = stacks.load(options.stack)
     nodes = nodes_mod.connect_all(inv)

@@ -2,7 +2,8 @@
 driven over real SSH by Ansible and Fabric. Skipped without root.
 
 Brings the cluster up if it is not (and takes it down at the end), provisions it over SSH,
-runs every system-mode's smoke over SSH (each in one test or another), and checks that
+runs a smoke cell of every kind of role over SSH (each system-mode but mxnet-async, whose roles
+are mxnet-sync's, in one test or another), and checks that
 communication follows the link bandwidth while compute does not."""
 import contextlib
 import json
@@ -125,9 +126,10 @@ def test_a_poll_runs_no_command_on_the_node(netns, tmp_path, monkeypatch):
 
 # The system-modes no other test here runs over SSH: pytorch-sync and mxnet-sync run in the
 # bandwidth rounds, pytorch-sync on the cut link, mxnet-sync behind the bastion (issue 56: the
-# five at once cost 180 s on the EPYC, 2026-11-29). Together, all five go through namespace
-# hosts, their own interface and real sshd.
-OVER_SSH_ONLY_HERE = ("tensorflow-sync", "tensorflow-async", "mxnet-async")
+# five at once cost 180 s on the EPYC, 2026-11-29). mxnet-async runs MXNet-sync's roles with
+# another KVStore type, so its path over SSH is MXNet-sync's (as in tests/test_faults.py);
+# it runs over SSH in `invoke bench --inventory netns`, and here no more (issue 56).
+OVER_SSH_ONLY_HERE = ("tensorflow-sync", "tensorflow-async")
 
 
 def test_the_other_system_modes_over_ssh(netns, tmp_path):
@@ -137,7 +139,7 @@ def test_the_other_system_modes_over_ssh(netns, tmp_path):
     status = {r["system"]: r["status"] for r in records if r["metric"] == "status"}
     assert status == {s: "succeeded" for s in OVER_SSH_ONLY_HERE}, status
     results = list(run.glob("*/*/*/result.json"))
-    assert len(results) >= 3 * 3  # every system-mode's processes on three hosts
+    assert len(results) >= len(OVER_SSH_ONLY_HERE) * 3  # each mode's processes on three hosts
     for result in results:
         config = json.loads(result.read_text())["config"]
         assert config["address"].startswith(cluster.SUBNET + ".")
@@ -169,7 +171,7 @@ def test_communication_follows_bandwidth_compute_does_not(netns, tmp_path, capsy
         results = tmp_path / ("round%d" % round_)
         invoke("bench", "--inventory", "netns", "--systems", "pytorch-sync,mxnet-sync",
                "--network", "1gbit,50mbit", "--nodes", str(VALIDATION_NODES),
-               "--results", str(results))
+               "--profile-steps", "0", "--results", str(results))  # timed steps only
         records += records_of(results)[1]
     mean = worker_means(records)
     lines = ["%-13s %-7s communication %.4f s/step, wire %.4f s/step, forward+backward %.4f s/step"

@@ -309,6 +309,18 @@ def test_the_profiles_steps_in_the_docs_are_the_profiles_own():
         assert matrix.shape("verdict") in (REPO / doc).read_text(), doc
 
 
+def test_the_tests_calibrate_their_passes_without_the_least_second(monkeypatch):
+    """The suite sets DLBENCH_CALIBRATION_SECONDS=0 (tests/conftest.py): 10 passes, not a
+    second of them; a run without it gets TRAINING's second; a bad value is refused."""
+    (cell,) = matrix.plan("smoke", 3, systems="pytorch-sync")
+    assert {p.config["calibration_seconds"] for p in render_local(cell)} == {0.0}
+    monkeypatch.delenv(launch.CALIBRATION_VARIABLE)
+    assert {p.config["calibration_seconds"] for p in render_local(cell)} == {1.0}
+    monkeypatch.setenv(launch.CALIBRATION_VARIABLE, "-1")
+    with pytest.raises(UserError, match="DLBENCH_CALIBRATION_SECONDS=-1 .* at least 0"):
+        launch.calibration_seconds()
+
+
 def test_slow_nodes_are_sampled_less_often():
     """Emulated VMs (22x slower: a lease of 22 x 30 s) sample every 11 s, not every 0.5 s:
     each sample walks the process table on the VM's one emulated vCPU."""

@@ -86,7 +86,7 @@ def test_provisioned_and_run_through_slurm_with_sacct_for_every_step(allocation,
         assert (facts["node"], facts["provisioned_through"]) == (name, "slurm")
     # the two system-modes with every kind of role between them (issue 56): TF-async's chief,
     # parameter servers and workers, MXNet's scheduler, servers and workers. Each role is a job
-    # step the same way whatever the mode; all five run over SSH on the same hosts
+    # step the same way whatever the mode; each kind of role runs over SSH on the same hosts
     # (tests/test_emulated_cluster.py)
     out = invoke("bench", "--inventory", "netns-slurm", "--systems",
                  "tensorflow-async,mxnet-sync", "--results", str(tmp_path), env=allocation).stdout
