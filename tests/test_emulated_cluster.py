@@ -127,8 +127,8 @@ def test_a_poll_runs_no_command_on_the_node(netns, tmp_path, monkeypatch):
 # The system-modes no other test here runs over SSH: pytorch-sync and mxnet-sync run in the
 # bandwidth rounds, pytorch-sync on the cut link, mxnet-sync behind the bastion (issue 56: the
 # five at once cost 180 s on the EPYC, 2026-11-29). mxnet-async runs MXNet-sync's roles with
-# another KVStore type, so its path over SSH is MXNet-sync's (as in tests/test_faults.py);
-# it runs over SSH in `invoke bench --inventory netns`, and here no more (issue 56).
+# another KVStore type, so its path over SSH is MXNet-sync's (as in tests/test_faults.py;
+# a user's `invoke bench --inventory netns` still runs all five).
 OVER_SSH_ONLY_HERE = ("tensorflow-sync", "tensorflow-async")
 
 
