@@ -133,15 +133,16 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False, extr
     python_rel = stack.env(cell.framework)
     used = nodes[:cell.nodes]
     data_dirs = [nodefolder.data_dir(n.path(n.host.workdir), shards["id"]) for n in used]
+    calibrating = {"calibration_steps": cell.calibration_steps or TRAINING["calibration_steps"],
+                   "calibration_seconds": calibration_seconds(), "calibrate_together": together}
+    calibrating.update(calibration(lease))  # none at all on slow nodes
     processes = []
     for node, role, rank in layout.roles(cell, nodes):
         host = node.host
         workdir = node.path(host.workdir)
         out_dir = nodefolder.role_dir(workdir, run_id, cell.id, role, rank)
         config = dict(cell.settings, **TRAINING)
-        config["calibration_steps"] = cell.calibration_steps or TRAINING["calibration_steps"]
-        config["calibration_seconds"] = calibration_seconds()
-        config.update(calibration(lease), calibrate_together=together)
+        config.update(calibrating)
         config.update(
             run_id=run_id, cell_id=cell.id, node=node.name, role=role, rank=rank,
             world_size=cell.nodes, threads=cell.threads or host.vcpus, cpus=host.cpus,
