@@ -2,12 +2,10 @@
 JSON, so the harness and the tests compare the frameworks' architectures (Table II)."""
 import json
 
+from contract.paper import input_size  # Table IV: 64x64 for AlexNet, 32x32 for the rest
+
 NETWORKS = ("lenet5", "alexnet", "resnet18", "resnet50")
 CLASSES = (10, 100)
-
-
-def input_size(network):
-    return 64 if network == "alexnet" else 32  # Table IV
 
 
 def pick(networks, network, framework):
