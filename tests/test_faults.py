@@ -301,6 +301,7 @@ def test_a_small_random_fault_campaign_detects_every_fault_and_loses_nothing(pro
     assert sum(t["faults"] for t in table) == 2
 
 
+CALIBRATE_SECONDS = 5.0
 STALLS = [  # (system, phase of node 2's victim when it is stopped, victim, extra bench options)
     # TF-sync's own coordination service fails a silent peer in setup (exit 1) before 20 s;
     # a tensorflow-async server in setup is importing TensorFlow for seconds, and nobody else
@@ -323,8 +324,13 @@ def test_stopped_processes_fail_their_cells_as_stalled(provisioned, tmp_path, mo
     nothing of the run is left on any node. The stalls are the cells of one run, in STALLS's
     order (issue 39: one probe and one start of the controller instead of six)."""
     from harness import commands
-    from harness.run import pipeline, stall
+    from harness.run import launch, pipeline, stall
     monkeypatch.setenv(stall.FROZEN_VARIABLE, str(FROZEN))
+    # a calibration long enough to be caught in: the suite's (conftest: the 10 passes alone)
+    # took about 0.1 s of LeNet-5 on a fast EPYC, and the calibrate stall's cell ran to its end
+    # before the stopper saw the phase (CI-like run, 2026-11-29); only the profile stall's cell
+    # calibrates to the end, so this costs it the seconds below
+    monkeypatch.setenv(launch.CALIBRATION_VARIABLE, str(CALIBRATE_SECONDS))
     run_id = "stalled"
     nodes = nodes_mod.connect_all(inventory.load("local"))
     # the repeat index keeps the ids apart: two cells may differ only in profile_steps,
