@@ -383,6 +383,9 @@ def check_stalled(cell, stopper, system, phase, victim):
         if status.get("reason", "").startswith("node2/") else -1.0
     assert floor < late < 5.0, status
     assert "node2/%s" % victim in status["log_tails"]
+    # asked for its stacks before the stop (launch.ask_for_stacks): its log says where it stood
+    log = (cell / "node2" / victim / "log.txt").read_text()
+    assert "(most recent call first)" in log, log[-2000:]
 
 
 def _plan_options(options):

@@ -1,12 +1,16 @@
 """The local node: background processes are started as a group and killed by recorded pid."""
 import os
+import subprocess
+import sys
 import time
+from types import SimpleNamespace
 
 import psutil
 import pytest
 
 from harness.nodes import inventory, access as nodes
 from contract.errors import UserError
+from harness.paths import REPO
 from harness.run import launch
 
 
@@ -333,3 +337,31 @@ def test_a_slurm_node_polls_all_its_roles_in_one_job_step(tmp_path, monkeypatch)
         for sleeper in sleepers:
             sleeper.kill()
             sleeper.wait()
+
+
+def test_a_stalled_process_is_asked_for_its_stacks_before_it_is_stopped(tmp_path):
+    """launch.ask_for_stacks: SIGUSR1 through the node's shell to the pid the progress file
+    gives; the trainer's handler (bench/common/runner.py) writes where every thread stood to
+    its log, and the process runs on (the stop is the cell's cleanup). A process with no pid
+    on record is left to the stop."""
+    child_code = ("import time\n"
+                  "from bench.common.runner import print_stacks_when_asked\n"
+                  "print_stacks_when_asked()\n"
+                  "def calibration_that_never_ends():\n"
+                  "    time.sleep(60)\n"
+                  "print('ready', flush=True)\n"
+                  "calibration_that_never_ends()\n")
+    log = tmp_path / "log.txt"
+    with open(str(log), "w") as err:
+        child = subprocess.Popen([sys.executable, "-c", child_code], cwd=str(REPO),
+                                 stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        stalled = SimpleNamespace(node=local_node(), progress={"pid": child.pid})
+        launch.ask_for_stacks([SimpleNamespace(node=None, progress={}), stalled])
+        assert child.poll() is None
+        said = log.read_text()
+        assert "most recent call first" in said and "calibration_that_never_ends" in said, said
+    finally:
+        child.kill()
+        child.wait()

@@ -3,6 +3,7 @@ sampler, write result.json whether the run succeeds or fails."""
 import faulthandler
 import os
 import platform
+import signal
 import socket
 import sys
 import time
@@ -28,12 +29,21 @@ def load_config(argv):
 _BUILDING = {}
 
 
+def print_stacks_when_asked():
+    """On SIGUSR1, every Python thread's stack to the log: the controller, finding this
+    process's progress standing still (a stall), asks before it stops it, so that the log says
+    where it stood (harness/run/launch.py ask_for_stacks). faulthandler writes from the signal
+    handler itself, so a thread that holds the interpreter's lock is shown too."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def run(config, train, versions, kernels=None):
     """Call train(config, sampler) -> dict and write result.json with provenance either way;
     kernels() -> what the framework says it dispatches to (see read_kernels)."""
     # A framework that crashes in native code (SIGSEGV, SIGABRT) leaves no Python traceback:
     # this prints every thread's stack to the log first.
     faulthandler.enable(all_threads=True)
+    print_stacks_when_asked()
     out_dir = config["out_dir"]
     sampler = Sampler(out_dir, config["sample_interval"], config.get("interface"),
                       most_steps(config)).start()

@@ -77,6 +77,7 @@ class Process:
     service: bool = False  # runs until the harness stops it (registry `services`)
     killed_hard: list = field(default_factory=list)  # pids that needed a KILL to stop
     lingered: str = ""  # why it was stopped after writing its result (it did not exit)
+    stalled: bool = False  # its progress stood still: asked for its stacks before the stop
 
     @property
     def label(self):
@@ -276,10 +277,15 @@ def watch(cell, processes, timeout, display, bounds=None):
         failed = [p for p in processes if (p.rc not in (None, 0)) or
                   (p.rc is None and not alive[p.label])]
         if failed:
-            return "failed", blamed(failed, stalls.quiet_peers(processes, time.monotonic()))
+            quiet = stalls.quiet_peers(processes, time.monotonic())
+            for proc, _ in quiet:  # the suspects: their stacks are asked for too
+                proc.stalled = True
+            return "failed", blamed(failed, quiet)
         stalled = stalls.check(processes, time.monotonic())
         stalled = [(p, why) for p, why in stalled if not finished_but_lingering(p, why)]
         if stalled:
+            for proc, _ in stalled:
+                proc.stalled = True
             return "failed", "stalled: %s (%s)" % ("; ".join(
                 "%s %s" % (p.label, why) for p, why in stalled), stalls.bounds.describe())
         taken = unusable({p.node.name: p.node for p in processes}.values())
@@ -381,6 +387,32 @@ def stop(processes):
     return hard, sorted(unreachable)
 
 
+STACKS_WAIT = 1.0  # s for the stalled processes to write their stacks to their logs
+
+
+def ask_for_stacks(stalled):
+    """SIGUSR1 to each stalled process by the pid its progress file gives (the trainer's own:
+    bench/common/runner.py has faulthandler print every Python thread's stack on it), so that
+    its log says where it stood still. A process stopped by SIGSTOP is continued for it: the
+    stop's TERM would otherwise come with it and end the process before the handler ran (as
+    it did to a PyTorch worker, which has no TERM handler). One that cannot be reached is
+    stopped all the same."""
+    asked = False
+    for proc in stalled:
+        pid = int((proc.progress or {}).get("pid") or 0)
+        if not pid:
+            continue
+        try:
+            proc.node.bounded(lambda: proc.node.run(
+                "kill -USR1 %d 2>/dev/null; kill -CONT %d 2>/dev/null" % (pid, pid),
+                check=False), KILL_TIMEOUT)
+            asked = True
+        except UserError:
+            continue
+    if asked:
+        time.sleep(STACKS_WAIT)
+
+
 def killed_hard(processes):
     """label -> pids that needed a KILL, over every stop of the cell (the services' included,
     which are stopped before the others' cleanup)."""
@@ -428,6 +460,7 @@ def run_cell(cell, processes, timeout, status, save=lambda: None, after=(0.0, 0)
         if status["status"] == "failed":
             print("  %s: %s; stopping the cell on every node" % (cell.id, status["reason"]),
                   flush=True)
+        ask_for_stacks([p for p in processes if p.stalled])
         _, status["unreachable"] = stop(processes)
         status["killed_hard"] = killed_hard(processes)
         if status["status"] == "failed" and status["reason"] != "interrupted" and \
