@@ -343,7 +343,7 @@ def test_a_stalled_process_is_asked_for_its_stacks_before_it_is_stopped(tmp_path
     """launch.ask_for_stacks: SIGUSR1 through the node's shell to the pid the progress file
     gives; the trainer's handler (bench/common/runner.py) writes where every thread stood to
     its log, and the process runs on (the stop is the cell's cleanup). A process with no pid
-    on record is left to the stop."""
+    on record, or one outside the role's group (the recorded pid leads it), is not signalled."""
     child_code = ("import time\n"
                   "from bench.common.runner import print_stacks_when_asked\n"
                   "print_stacks_when_asked()\n"
@@ -354,11 +354,16 @@ def test_a_stalled_process_is_asked_for_its_stacks_before_it_is_stopped(tmp_path
     log = tmp_path / "log.txt"
     with open(str(log), "w") as err:
         child = subprocess.Popen([sys.executable, "-c", child_code], cwd=str(REPO),
-                                 stdout=subprocess.PIPE, stderr=err, text=True)
+                                 stdout=subprocess.PIPE, stderr=err, text=True,
+                                 start_new_session=True)  # its own group, as a role's
     try:
         assert child.stdout.readline().strip() == "ready"
-        stalled = SimpleNamespace(node=local_node(), progress={"pid": child.pid})
-        launch.ask_for_stacks([SimpleNamespace(node=None, progress={}), stalled])
+        node = local_node()
+        other_group = SimpleNamespace(node=node, pid=os.getpid(), progress={"pid": child.pid})
+        launch.ask_for_stacks([SimpleNamespace(node=None, progress={}), other_group])
+        assert "most recent call first" not in log.read_text()
+        launch.ask_for_stacks([SimpleNamespace(node=node, pid=child.pid,
+                                               progress={"pid": child.pid})])
         assert child.poll() is None
         said = log.read_text()
         assert "most recent call first" in said and "calibration_that_never_ends" in said, said

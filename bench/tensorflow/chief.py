@@ -13,6 +13,16 @@ from bench.tensorflow import data, models, profiling
 from bench.tensorflow.parts import built, local_batch, prepare_calibration, replica_step, sgd
 
 
+# Nothing TensorFlow made in the chief is destroyed before the process leaves (os._exit, in
+# train.py): with parameter servers, each tf.function that dies is removed from every remote
+# worker too, by a gRPC call that holds the interpreter's lock until it returns. py-spy caught
+# one (AtomicFunction.__del__ -> EagerContext::MaybeRemoveFunctionRemotely, in a closure
+# thread) holding the chief ~30 s while it wrote its result, in 3 of 9 full-length LeNet-5
+# cells, and a chief froze 20 s in its calibration the same way (its sampler silent, the cell
+# failed as stalled): notebook.md, 2026-11-29.
+KEPT = []
+
+
 def coordinator_module():
     """tf.distribute.coordinator (TF 2.6+) or its experimental name (TF 2.5, the paper's)."""
     return getattr(tf.distribute, "coordinator", None) or tf.distribute.experimental.coordinator
@@ -135,8 +145,10 @@ def train(config, sampler):
     if config["math"]:  # the weights on the parameter servers
         samemath.write_weights(config, models.canonical(model),
                                samemath.FINAL)
-    calibration = prepare_calibration(config, sampler, model.get_weights(),
-                                      local_batch(config))()
+    measure = prepare_calibration(config, sampler, model.get_weights(),
+                                  local_batch(config, KEPT))
+    KEPT.extend([strategy, coordinator, model, step, per_worker, fn, iterator, measure])
+    calibration = measure()
     result = async_result(config, records, rule, clock, calibration)
     result["parameters"] = models.parameter_count(model)
     closure_seconds = result.pop("mean_closure")  # the profiler's estimate, not a result key

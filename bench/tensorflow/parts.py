@@ -90,7 +90,11 @@ def prepare_calibration(config, sampler, weights, batch):
                          lambda: step_fn().numpy())
 
 
-def local_batch(config):
-    """One batch from this node's copy of the training set, for the calibration."""
+def local_batch(config, keep=None):
+    """One batch from this node's copy of the training set, for the calibration; `keep`: a
+    list that keeps the dataset alive (tensorflow-async's chief: chief.KEPT)."""
     images = data.image_count(config["full_data"], config["label_bytes"])
-    return next(iter(data.dataset(config, config["full_data"], images, config["seed"])))
+    dataset = data.dataset(config, config["full_data"], images, config["seed"])
+    if keep is not None:
+        keep.append(dataset)
+    return next(iter(dataset))

@@ -388,6 +388,9 @@ def stop(processes):
 
 
 STACKS_WAIT = 1.0  # s for the stalled processes to write their stacks to their logs
+STACKS_ASK_SECONDS = 5.0  # a node that does not take the signal by then is left to the stop
+# only to a process of the role's own group (the recorded pid leads it): never another program
+ASK_STACKS = '[ "$(ps -o pgid= -p %d | tr -d " ")" = "%d" ] && kill -USR1 %d && kill -CONT %d'
 
 
 def ask_for_stacks(stalled):
@@ -395,19 +398,18 @@ def ask_for_stacks(stalled):
     bench/common/runner.py has faulthandler print every Python thread's stack on it), so that
     its log says where it stood still. A process stopped by SIGSTOP is continued for it: the
     stop's TERM would otherwise come with it and end the process before the handler ran (as
-    it did to a PyTorch worker, which has no TERM handler). One that cannot be reached is
-    stopped all the same."""
+    it did to a PyTorch worker, which has no TERM handler). Only a diagnosis: a node that
+    cannot be asked (gone, its allocation over) is left to the stop, which names it."""
     asked = False
     for proc in stalled:
         pid = int((proc.progress or {}).get("pid") or 0)
         if not pid:
             continue
         try:
-            proc.node.bounded(lambda: proc.node.run(
-                "kill -USR1 %d 2>/dev/null; kill -CONT %d 2>/dev/null" % (pid, pid),
-                check=False), KILL_TIMEOUT)
+            proc.node.bounded(lambda: proc.node.run(ASK_STACKS % (pid, proc.pid, pid, pid),
+                                                    check=False), STACKS_ASK_SECONDS)
             asked = True
-        except UserError:
+        except Exception:  # noqa: BLE001 (the stop that follows reports what is wrong)
             continue
     if asked:
         time.sleep(STACKS_WAIT)
