@@ -17,9 +17,9 @@ from bench.tensorflow.parts import built, local_batch, prepare_calibration, repl
 # train.py): with parameter servers, each tf.function that dies is removed from every remote
 # worker too, by a gRPC call that holds the interpreter's lock until it returns. py-spy caught
 # one (AtomicFunction.__del__ -> EagerContext::MaybeRemoveFunctionRemotely, in a closure
-# thread) holding the chief ~30 s while it wrote its result, in 3 of 9 full-length LeNet-5
-# cells, and a chief froze 20 s in its calibration the same way (its sampler silent, the cell
-# failed as stalled): notebook.md, 2026-11-29.
+# thread) holding the chief ~30 s while it wrote its result: 3 of 11 full-length LeNet-5
+# launches lost 30 s so, and a fourth froze 20 s in its calibration, most likely the same way
+# (its sampler silent, the cell failed as stalled): notebook.md, 2026-11-29.
 KEPT = []
 
 
