@@ -389,8 +389,6 @@ def stop(processes):
 
 STACKS_WAIT = 1.0  # s for the stalled processes to write their stacks to their logs
 STACKS_ASK_SECONDS = 5.0  # a node that does not take the signal by then is left to the stop
-# only to a process of the role's own group (the recorded pid leads it): never another program
-ASK_STACKS = '[ "$(ps -o pgid= -p %d | tr -d " ")" = "%d" ] && kill -USR1 %d && kill -CONT %d'
 
 
 def ask_for_stacks(stalled):
@@ -403,16 +401,23 @@ def ask_for_stacks(stalled):
     asked = False
     for proc in stalled:
         pid = int((proc.progress or {}).get("pid") or 0)
-        if not pid:
-            continue
         try:
-            proc.node.bounded(lambda: proc.node.run(ASK_STACKS % (pid, proc.pid, pid, pid),
-                                                    check=False), STACKS_ASK_SECONDS)
-            asked = True
+            if pid and proc.node.bounded(lambda: _signal_member(proc, pid), STACKS_ASK_SECONDS):
+                asked = True
         except Exception:  # noqa: BLE001 (the stop that follows reports what is wrong)
             continue
     if asked:
         time.sleep(STACKS_WAIT)
+
+
+def _signal_member(proc, pid):
+    """SIGUSR1 and SIGCONT to `pid` where it is one of the role's own processes (the group the
+    recorded pid leads, as the stop finds them): never another program that took the pid."""
+    if pid not in proc.node.group_members(proc.pid):
+        return False
+    proc.node.run("kill -USR1 %d 2>/dev/null; kill -CONT %d 2>/dev/null" % (pid, pid),
+                  check=False)
+    return True
 
 
 def killed_hard(processes):
