@@ -50,13 +50,16 @@ def dataset(config, path_tensor, images, seed):
     worker so workers reading the same file do not read it in the same order."""
     parallel = config["loader_workers"]
     parse = decode(config["label_bytes"], config["input_size"])
+    cached = os.environ.get("DLBENCH_TF_INPUT_CACHE", "1") != "0"  # a factor (invoke explain)
     ds = records(path_tensor, config["label_bytes"])
-    if config.get("subset_images"):  # the verdict profile: short epochs, cached after the first
-        ds = read_the_rest_first(ds, config["subset_images"], parse, parallel)
-        images = min(images, config["subset_images"])
-    else:
-        ds = ds.map(parse, num_parallel_calls=parallel)
-    if os.environ.get("DLBENCH_TF_INPUT_CACHE", "1") != "0":  # a factor (invoke explain)
+    subset = config.get("subset_images")
+    if subset and cached:  # the verdict profile: short epochs, cached after the first
+        ds = read_the_rest_first(ds, subset, parse, parallel)
+    else:  # the whole shard; or, uncached, a subset each epoch reads again (and no rest)
+        ds = (ds.take(subset) if subset else ds).map(parse, num_parallel_calls=parallel)
+    if subset:
+        images = min(images, subset)
+    if cached:
         ds = ds.cache()
     ds = ds.shuffle(images, seed=seed, reshuffle_each_iteration=True)
     ds = ds.map(normalise, num_parallel_calls=parallel)
@@ -68,8 +71,9 @@ def read_the_rest_first(ds, subset, parse, parallel):
     """The first `subset` records, decoded, after the rest of the shard is read and decoded
     and dropped: a full-length run's first batch waits for its whole shard (its shuffle
     buffer), and so the verdict profile's waits for as much work, which the cache then spares
-    its later epochs. Without it, its start-up was 1.1 s shorter than a full run's
-    (tensorflow-sync, LeNet-5: 2.4% of the cell; docs/notebook.md)."""
+    its later epochs (uncached, each of its short epochs would read the rest again). Without
+    it, its start-up was 1.1 s shorter than a full run's (tensorflow-sync, LeNet-5: 2.4% of
+    the cell; docs/notebook.md)."""
     rest = ds.skip(subset).map(parse, num_parallel_calls=parallel)
     dropped = rest.filter(lambda image, label: tf.constant(False))
     return dropped.concatenate(ds.take(subset).map(parse, num_parallel_calls=parallel))
