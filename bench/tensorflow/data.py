@@ -53,12 +53,13 @@ def dataset(config, path_tensor, images, seed):
     cached = os.environ.get("DLBENCH_TF_INPUT_CACHE", "1") != "0"  # a factor (invoke explain)
     ds = records(path_tensor, config["label_bytes"])
     subset = config.get("subset_images")
-    if subset and cached:  # the verdict profile: short epochs, cached after the first
-        ds = read_the_rest_first(ds, subset, parse, parallel)
-    else:  # the whole shard; or, uncached, a subset each epoch reads again (and no rest)
-        ds = (ds.take(subset) if subset else ds).map(parse, num_parallel_calls=parallel)
-    if subset:
+    if subset:  # the verdict profile: short epochs, cached after the first
         images = min(images, subset)
+        first = ds.take(subset).map(parse, num_parallel_calls=parallel)
+        rest = the_rest_read_and_dropped(ds, subset, parse, parallel)
+        ds = rest.concatenate(first) if cached else first
+    else:
+        ds = ds.map(parse, num_parallel_calls=parallel)
     if cached:
         ds = ds.cache()
     ds = ds.shuffle(images, seed=seed, reshuffle_each_iteration=True)
@@ -67,16 +68,15 @@ def dataset(config, path_tensor, images, seed):
     return ds.prefetch(2).with_options(options(config))
 
 
-def read_the_rest_first(ds, subset, parse, parallel):
-    """The first `subset` records, decoded, after the rest of the shard is read and decoded
-    and dropped: a full-length run's first batch waits for its whole shard (its shuffle
-    buffer), and so the verdict profile's waits for as much work, which the cache then spares
-    its later epochs (uncached, each of its short epochs would read the rest again). Without
-    it, its start-up was 1.1 s shorter than a full run's (tensorflow-sync, LeNet-5: 2.4% of
-    the cell; docs/notebook.md)."""
-    rest = ds.skip(subset).map(parse, num_parallel_calls=parallel)
-    dropped = rest.filter(lambda image, label: tf.constant(False))
-    return dropped.concatenate(ds.take(subset).map(parse, num_parallel_calls=parallel))
+def the_rest_read_and_dropped(ds, subset, parse, parallel):
+    """The records after the first `subset`, decoded and dropped: put before the subset, they
+    make the verdict profile's first batch wait for as much work as a full-length run's, which
+    waits for its whole shard (its shuffle buffer); the cache then spares its later epochs
+    (uncached, each of its short epochs would read them again, so they are not read there).
+    Without them, its start-up was 1.1 s shorter than a full run's (tensorflow-sync, LeNet-5:
+    2.4% of the cell; docs/notebook.md)."""
+    decoded = ds.skip(subset).map(parse, num_parallel_calls=parallel)
+    return decoded.filter(lambda image, label: tf.constant(False))
 
 
 def image_count(path, label_bytes):
