@@ -37,9 +37,15 @@ PROFILES = {
     # one run's 10): at 10 each, the repeats' extras took the run over 5% of the paper's length.
     # 16 steps with 1 warm-up step (the traced first) leave the first epoch the 15 measured
     # steps MSER-5 needs; 2 x 20 with 5 took 5.37% of the paper's length (docs/methodology.md)
+    # LeNet-5 gets 64 steps an epoch: its steps take 15-25 ms, so 16 time a third of a second,
+    # shorter than this machine's own swings (issue 54: 31-step windows of a full run varied
+    # 4.6-8.2%, 124-step ones 3.0-5.4%; repeats of 2 x 64 varied 4.8% against 2 x 16's 9.1%,
+    # docs/methodology.md); 64 time about a second, for about 1 s more a cell (the other
+    # networks' steps take 0.4-1.5 s: 16 already time several seconds)
     "verdict": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 2,
-                "steps": 16, "warmup": 1, "data": "real", "profile_steps": 5,
-                "calibration_steps": 5, "precision": 0.02, "max_epochs": 2, "repeats": 3},
+                "steps": 16, "steps_by_network": {"lenet5": 64}, "warmup": 1,
+                "data": "real", "profile_steps": 5, "calibration_steps": 5, "precision": 0.02,
+                "max_epochs": 2, "repeats": 3},
     # the same-math check (selfcheck/math_check.py): 30 steps from one set of weights and one
     # batch order in every system-mode; losses and final weights compared, no timing
     "math": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
@@ -52,13 +58,20 @@ LOCAL_BATCH = paper.LOCAL_BATCH  # Table IV: global 126 over 3 workers
 
 
 def shape(profile):
-    """A profile's steps in words ("3 independent repeats of 2 x 16 steps each"), for the
-    help texts and the docs (a test holds the README and docs/reproducing.md to it)."""
+    """A profile's steps in words ("3 independent repeats of 2 x 16 steps each, 2 x 64 for
+    LeNet-5"), for the help texts and the docs (a test holds the README and
+    docs/reproducing.md to it)."""
     spec = PROFILES[profile]
-    steps = "%d steps" % spec["steps"] if spec["epochs"] == 1 \
-        else "%d x %d steps" % (spec["epochs"], spec["steps"])
+
+    def length(count):
+        return "%d" % count if spec["epochs"] == 1 else "%d x %d" % (spec["epochs"], count)
+    words = length(spec["steps"]) + " steps"
     repeats = spec.get("repeats", 1)
-    return steps if repeats == 1 else "%d independent repeats of %s each" % (repeats, steps)
+    if repeats > 1:
+        words = "%d independent repeats of %s each" % (repeats, words)
+    for network, count in spec.get("steps_by_network", {}).items():
+        words += ", %s for %s" % (length(count), {"lenet5": "LeNet-5"}.get(network, network))
+    return words
 
 
 @dataclass(frozen=True)
@@ -166,10 +179,10 @@ def plan(profile, nodes, **given):
     spec = PROFILES[profile]
     chosen_benchmarks = _pick("benchmark", choice.benchmarks, spec["benchmarks"], BENCHMARKS)
     chosen_systems = _pick("system", choice.systems, spec["systems"], SYSTEMS)
-    steps = choice.steps or spec["steps"]
     cells = []
     for benchmark in chosen_benchmarks:
         network, dataset = BENCHMARKS[benchmark]
+        steps = choice.steps or spec.get("steps_by_network", {}).get(network, spec["steps"])
         for system in chosen_systems:
             framework = SYSTEMS[system]["framework"]
             if network not in NETWORKS_BUILT[framework]:
