@@ -308,10 +308,10 @@ def interval_check(c, given):
     (results/calibration-<time>) gives later one-repeat runs on this CPU their run-to-run
     variation."""
     from selfcheck import calibration as calibrating
-    if given["again"]:
-        calibrating.again(given["again"])
-        return
     given = _where(c, given)
+    if given["again"]:
+        calibrating.again(given["again"], given["results"])
+        return
     given.update(short=check_positive("short", given["short"], 1),
                  full=check_positive("full", given["full"], 2))
     calibrating.run(options.IntervalCheckOptions(**given))

@@ -26,8 +26,9 @@ def build(run_path, quiet=False, out=None):
     manifest = json.loads((run_path / runfolder.MANIFEST).read_text())
     records = tidy.load_records(run_path / runfolder.RECORDS)
     cells = tidy.cell_table(records)
-    groups = tidy.group_table(cells, variation.newest(run_path, manifest.get("profile"),
-                                                      variation.cpus_of(manifest)))
+    groups = tidy.group_table(cells, variation.newest(
+        run_path, manifest.get("profile"), variation.cpus_of(manifest),
+        dict(zip(cells.benchmark, cells.steps_per_epoch))))
     records.to_csv(out / "records.csv", index=False)
     cells.to_csv(out / "cells.csv", index=False)
     groups.to_csv(out / "groups.csv", index=False)

@@ -9,9 +9,10 @@ CALIBRATION_FILE = "calibration.json"
 PROFILES = ("paper", "verdict")  # the profiles a calibration measures
 
 
-def newest(run_path, profile, cpus):
+def newest(run_path, profile, cpus, steps):
     """{benchmark: {s, df, source}} from the newest calibration folder beside the run (its
-    name sorts by time) whose CPU models are the run's, for `profile`; {} where none."""
+    name sorts by time) whose CPU models are the run's, for `profile`, measured with the
+    run's steps an epoch (steps: {benchmark: steps_per_epoch}); {} where none."""
     if profile not in PROFILES:
         return {}
     folders = sorted(Path(run_path).resolve().parent.glob("calibration-*"), reverse=True)
@@ -19,13 +20,23 @@ def newest(run_path, profile, cpus):
         found = _read(folder / CALIBRATION_FILE)
         if not found or sorted(found.get("cpu") or []) != sorted(cpus):
             continue
-        measured = {b: dict(v, source="%s (%s size, %d df)" % (folder.name, profile,
-                                                                  v["df"]))
+        measured = {b: dict(v, source="%s (%s size, %s steps an epoch, %d df)" % (
+                        folder.name, profile, steps.get(b), v["df"]))
                     for b, v in (found.get("variation") or {}).get(profile, {}).items()
-                    if v.get("s") is not None and v.get("df")}
+                    if v.get("s") is not None and v.get("df")
+                    and _same_shape(profile, v, steps.get(b))}
         if measured:
             return measured
     return {}
+
+
+def _same_shape(profile, measured, steps):
+    """A variation applies to runs of its own steps an epoch: 2 x 64 steps vary less than 2 x
+    16 (docs/methodology.md). Calibrations older than the record (2026-11-30) name none: the
+    paper size's steps have never changed (Table IV), the verdict size's have."""
+    if "steps_per_epoch" in measured:
+        return measured["steps_per_epoch"] == steps
+    return profile == "paper"
 
 
 def _read(path):

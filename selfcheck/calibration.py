@@ -72,9 +72,16 @@ def order(short, full):
     return names
 
 
-def again(folder):
-    """The tables of an earlier calibration, from its run folders (`--again DIR`)."""
+def again(folder, results="results"):
+    """The tables of an earlier calibration, from its run folders (`--again DIR`: a path, or
+    a folder's name in the results folder)."""
     out = Path(folder)
+    if not out.is_dir() and (Path(results) / folder).is_dir():
+        out = Path(results) / folder
+    if not out.is_dir():
+        raise UserError("no interval check's folder %s (nor %s)"
+                        % (folder, Path(results) / folder),
+                        "name one of %s/calibration-*, or give its path" % results)
     runs = {}
     for path in sorted(p for p in out.iterdir() if p.is_dir()):
         name, _, benchmark = path.name.partition("-")
@@ -294,11 +301,20 @@ def measured_variation(runs):
         for f in fulls:
             for system, g in f.items():
                 by_system.setdefault(system, []).append(g["execution_seconds"])
-        found["paper"][benchmark] = stats.pooled_sd(by_system.values())
+        found["paper"][benchmark] = dict(stats.pooled_sd(by_system.values()),
+                                         steps_per_epoch=steps_of(paths["full"]))
         tables = [t for t in map(cells_of, paths["verdict"]) if t is not None]
-        found["verdict"][benchmark] = stats.pooled_sd(
-            [list(v) for t in tables for _, v in usable(t).groupby("system").execution_seconds])
+        found["verdict"][benchmark] = dict(stats.pooled_sd(
+            [list(v) for t in tables for _, v in usable(t).groupby("system").execution_seconds]),
+            steps_per_epoch=steps_of(paths["verdict"]))
     return found
+
+
+def steps_of(paths):
+    """The steps an epoch of runs' cells (a variation applies to runs of that shape only:
+    analysis/variation.py); None where they left no records or differ."""
+    found = {int(n) for t in map(cells_of, paths) if t is not None for n in t.steps_per_epoch}
+    return found.pop() if len(found) == 1 else None
 
 
 def variation_lines(found):

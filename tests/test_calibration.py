@@ -74,3 +74,17 @@ def test_the_full_means_own_uncertainty_widens_what_counts_as_held():
         assert calibration.covered(found, target_spread=True) == (held, 1)
     found["full_half"] = None  # the full runs' spread unknown: not judged
     assert calibration.covered(found, target_spread=True) == (0, 0)
+
+
+def test_again_finds_a_check_by_its_name_in_the_results_folder_or_says_what_is_there(tmp_path):
+    """`interval-check --again calibration-<time>`: a bare name is looked for in the results
+    folder (it once ended in a traceback: no such directory)."""
+    from contract.errors import UserError
+    (tmp_path / "calibration-20261130-014502" / "x1-lenet5-cifar10").mkdir(parents=True)
+    with pytest.raises(UserError) as found:  # found: its runs are then read
+        calibration.again("calibration-20261130-014502", str(tmp_path))
+    assert "x1-lenet5-cifar10 is not a calibration run" in found.value.cause
+    with pytest.raises(UserError) as missing:
+        calibration.again("calibration-nope", str(tmp_path))
+    assert missing.value.cause == "no interval check's folder calibration-nope (nor %s)" % (
+        tmp_path / "calibration-nope")
