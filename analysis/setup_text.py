@@ -14,11 +14,13 @@ def setup_section(bed):
                 for m in bed["machines"]]
     versions = ["%s: %s (paper %s)" % (k, "/".join(v["run"]) or "not provisioned", v["paper"])
                 for k, v in sorted(bed["versions"].items())]
+    plans = bed["steps"]["run"]
     steps = ", ".join(("%d-%d epochs x %d = up to %d" % (s["epochs"], s["max_epochs"],
                                                           s["steps_per_epoch"], s["steps"])
                        if s["adaptive"] else "%d epoch(s) x %d = %d" % (
                            s["epochs"], s["steps_per_epoch"], s["steps"]))
-                      for s in bed["steps"]["run"]) or "?"
+                      + (" (%s)" % ", ".join(s["networks"]) if len(plans) > 1 else "")
+                      for s in plans) or "?"
     facts = ["nodes: %d (paper %d VMs, %d vCPUs and %d MB each, the package's reading of "
              "its 16 GB)"
              % (len(bed["nodes"]), paper["nodes"], paper["vcpus_per_node"],

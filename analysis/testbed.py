@@ -265,13 +265,15 @@ def _data(manifest):
 def _steps(manifest, paper):
     """The run's step plans: epochs x steps_per_epoch, or for the verdict size (precision)
     from `epochs` up to `max_epochs` epochs (`steps` is then the most it may run)."""
-    cells = manifest.get("cells", [])
-    per_cell = sorted({(c.get("epochs"), c.get("steps_per_epoch"),
-                        max(c.get("max_epochs") or 0, c["epochs"]) if c.get("precision")
-                        else c.get("epochs"))
-                       for c in cells if c.get("epochs") and c.get("steps_per_epoch")})
+    networks = {}  # plan -> the networks run with it (the verdict size: LeNet-5's own)
+    for c in manifest.get("cells", []):
+        if c.get("epochs") and c.get("steps_per_epoch"):
+            plan = (c["epochs"], c["steps_per_epoch"], max(c.get("max_epochs") or 0, c["epochs"])
+                    if c.get("precision") else c["epochs"])
+            networks.setdefault(plan, set()).add(c.get("network") or "?")
     return {"run": [{"epochs": e, "steps_per_epoch": s, "max_epochs": m, "steps": m * s,
-                     "adaptive": m != e} for e, s, m in per_cell],
+                     "adaptive": m != e, "networks": sorted(networks[(e, s, m)])}
+                    for e, s, m in sorted(networks)],
             "paper": paper["epochs"] * paper["steps_per_epoch"],
             "paper_epochs": paper["epochs"]}
 
@@ -518,13 +520,20 @@ def _step_deviations(setup, add):
     short = [s for s in steps["run"] if s["steps"] < steps["paper"]]
     if any(not s["adaptive"] for s in short):
         add("steps", "%s steps per worker, projected to the paper's %d (start-up + steady "
-            "step x the remaining steps)" % ("/".join(str(s["steps"]) for s in short
-                                                      if not s["adaptive"]), steps["paper"]))
+            "step x the remaining steps)" % (_counts([s for s in short if not s["adaptive"]]),
+                                             steps["paper"]))
     if any(s["adaptive"] for s in short):
         add("steps", "up to %s steps per worker (the verdict size: until the mean step is "
             "known), projected to the paper's %d (start-up + the first epoch's steps at its "
             "rate + 9 epochs at the later epochs' rate)"
-            % ("/".join(str(s["steps"]) for s in short if s["adaptive"]), steps["paper"]))
+            % (_counts([s for s in short if s["adaptive"]]), steps["paper"]))
+
+
+def _counts(plans):
+    """"32" for one plan; "32 (alexnet, resnet18) / 128 (lenet5)" where networks differ."""
+    if len(plans) == 1:
+        return str(plans[0]["steps"])
+    return " / ".join("%d (%s)" % (s["steps"], ", ".join(s["networks"])) for s in plans)
     if any(s["epochs"] < 2 for s in steps["run"]):
         add("epochs", "fewer than 2 epochs: what input caching changes after epoch 1 "
             "(%s, paper section V-G) was not measured" % caching_note())

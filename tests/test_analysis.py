@@ -516,7 +516,8 @@ def test_a_run_with_later_epochs_projects_each_epoch_at_its_own_rate(tmp_path):
 
 
 def test_a_verdict_run_says_how_many_steps_it_may_run_and_how_it_projects():
-    cell = {"epochs": 2, "steps_per_epoch": 40, "precision": 0.02, "max_epochs": 4}
+    cell = {"epochs": 2, "steps_per_epoch": 40, "precision": 0.02, "max_epochs": 4,
+            "network": "resnet18"}
     bed = testbed.describe({"cells": [cell, dict(cell, epochs=1, steps_per_epoch=30,
                                                  precision=0.0, max_epochs=0)]})
     assert [(s["steps"], s["adaptive"]) for s in bed["steps"]["run"]] == [(30, False),
@@ -525,7 +526,21 @@ def test_a_verdict_run_says_how_many_steps_it_may_run_and_how_it_projects():
     assert texts[0].startswith("30 steps per worker")
     assert texts[1].startswith("up to 160 steps per worker (the verdict size")
     facts = setup_text.setup_section(bed)[1][1]
-    assert "steps per worker: 1 epoch(s) x 30 = 30, 2-4 epochs x 40 = up to 160" in facts[-2]
+    assert "steps per worker: 1 epoch(s) x 30 = 30 (resnet18), 2-4 epochs x 40 = up to 160 " \
+        "(resnet18)" in facts[-2]
+
+
+def test_the_verdict_sizes_two_plans_name_their_networks():
+    """The verdict size runs LeNet-5 in 2 x 64 steps and the other networks in 2 x 16: each
+    count is said with the networks it is for."""
+    cells = [{"epochs": 2, "steps_per_epoch": 16 if n != "lenet5" else 64, "precision": 0.02,
+              "max_epochs": 2, "network": n} for n in ("lenet5", "alexnet", "resnet18")]
+    bed = testbed.describe({"cells": cells})
+    (text,) = [d["text"] for d in bed["deviations"] if d["key"] == "steps"]
+    assert text.startswith("32 (alexnet, resnet18) / 128 (lenet5) steps per worker, projected")
+    facts = setup_text.setup_section(bed)[1][1]
+    assert "steps per worker: 2 epoch(s) x 16 = 32 (alexnet, resnet18), 2 epoch(s) x 64 = 128 " \
+        "(lenet5)" in facts[-2]
 
 
 def test_a_cell_stopped_at_the_ceiling_names_its_noisiest_process(tmp_path):
@@ -857,10 +872,31 @@ def test_one_repeat_everywhere_is_indicative_or_takes_a_calibrations_variation(t
     built = report.build(run, quiet=True)
     text = built["report"].read_text()
     assert "run-to-run variation was not measured" not in text
-    assert "calibration-20261128-100000 (paper size, 10 df) measured on this CPU" in text
+    assert "calibration-20261128-100000 (paper size, 396 steps an epoch, 10 df) measured on " \
+        "this CPU" in text
     torch = built["groups"].set_index("system").loc["pytorch-sync"]
     assert torch.ci_low == pytest.approx(100.0 * math.exp(-2.228 * 0.05), rel=0.02)
     assert torch.ci_high == pytest.approx(100.0 * math.exp(2.228 * 0.05), rel=0.02)
+
+
+def test_a_calibrations_variation_applies_to_runs_of_its_own_steps_an_epoch(tmp_path):
+    """The verdict size's variation depends on its steps (2 x 64 vary less than 2 x 16): a
+    one-repeat run takes it from the newest calibration of its own steps an epoch, passing
+    over a newer one of other steps and one that names none (written before the record)."""
+    from analysis import variation
+    run = tmp_path / "run"
+    run.mkdir()
+    for name, recorded in (("calibration-20261130-100000", {"steps_per_epoch": 64}),
+                           ("calibration-20261130-110000", {"steps_per_epoch": 16}),
+                           ("calibration-20261130-120000", {})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "calibration.json").write_text(json.dumps({
+            "cpu": ["Test CPU"], "variation": {"verdict": {"lenet5-cifar10": dict(
+                recorded, s=0.05, df=40)}}}))
+    found = variation.newest(run, "verdict", ["Test CPU"], {"lenet5-cifar10": 64})
+    assert found["lenet5-cifar10"]["source"] == \
+        "calibration-20261130-100000 (verdict size, 64 steps an epoch, 40 df)"
+    assert variation.newest(run, "verdict", ["Test CPU"], {"lenet5-cifar10": 32}) == {}
 
 
 def test_a_cpu_other_than_the_papers_intel_is_a_deviation_named_beside_the_verdicts():

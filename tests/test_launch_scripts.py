@@ -281,7 +281,8 @@ def test_the_verdict_profile_runs_three_repeats_as_randomized_blocks():
     """Independent repeats as randomized complete blocks (issue 54): every cell's repeat r
     before any cell's repeat r + 1, each block in a random order drawn from the run's seed
     (the same seed, the same order: a resumed or audited run can be replayed); 3 x 2 x 16
-    steps (LeNet-5 2 x 64), no more than one run of the old ceiling of 4 x 40 (issue 36)."""
+    steps (LeNet-5 2 x 64: 3 x 128), no more than one run of the old ceiling of 4 x 40 (issue 36)
+    but for LeNet-5, whose steps are 15-25 ms."""
     plan = lambda seed: [c.id for c in matrix.plan(  # noqa: E731
         "verdict", 3, benchmarks="lenet5-cifar10,resnet18-cifar10", order_seed=seed)]
     cells = matrix.plan("verdict", 3, benchmarks="lenet5-cifar10,resnet18-cifar10")
@@ -293,11 +294,11 @@ def test_the_verdict_profile_runs_three_repeats_as_randomized_blocks():
     unseeded = matrix.plan("verdict", 3)[:len(blocks[0])]
     assert blocks[0] != [(c.benchmark, c.system) for c in unseeded]  # shuffled in a block
     assert blocks[0] != blocks[1] and sorted(blocks[0]) == sorted(blocks[1])  # each its own
-    # 3 x 32 steps, within the old ceiling; LeNet-5's 2 x 64 time about a second of its steps
+    # 3 x 32 steps, within the old ceiling; LeNet-5's 2 x 64 time about two seconds of steps
     steps = {(c.benchmark, c.total_steps) for c in cells}
     assert steps == {("lenet5-cifar10", 128), ("resnet18-cifar10", 32)}
     # the first epoch keeps the measured steps MSER-5 needs to look for a warm-up at all
-    assert cells[0].steps_per_epoch - cells[0].warmup_steps >= 3 * tidy.MSER_BATCH
+    assert min(c.steps_per_epoch - c.warmup_steps for c in cells) >= 3 * tidy.MSER_BATCH
     assert {c.repeat for c in matrix.plan("smoke", 3, order_seed=7)} == {0}
     assert len(matrix.plan("verdict", 3, repeats=1)) == 30
 

@@ -40,7 +40,7 @@ PROFILES = {
     # LeNet-5 gets 64 steps an epoch: its steps take 15-25 ms, so 16 time a third of a second,
     # shorter than this machine's own swings (issue 54: 31-step windows of a full run varied
     # 4.6-8.2%, 124-step ones 3.0-5.4%; repeats of 2 x 64 varied 4.8% against 2 x 16's 9.1%,
-    # docs/methodology.md); 64 time about a second, for about 1 s more a cell (the other
+    # docs/methodology.md); 64 time about a second, for about 1.5 s more a cell (the other
     # networks' steps take 0.4-1.5 s: 16 already time several seconds)
     "verdict": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 2,
                 "steps": 16, "steps_by_network": {"lenet5": 64}, "warmup": 1,
