@@ -527,6 +527,9 @@ def _step_deviations(setup, add):
             "known), projected to the paper's %d (start-up + the first epoch's steps at its "
             "rate + 9 epochs at the later epochs' rate)"
             % (_counts([s for s in short if s["adaptive"]]), steps["paper"]))
+    if any(s["epochs"] < 2 for s in steps["run"]):
+        add("epochs", "fewer than 2 epochs: what input caching changes after epoch 1 "
+            "(%s, paper section V-G) was not measured" % caching_note())
 
 
 def _counts(plans):
@@ -534,9 +537,6 @@ def _counts(plans):
     if len(plans) == 1:
         return str(plans[0]["steps"])
     return " / ".join("%d (%s)" % (s["steps"], ", ".join(s["networks"])) for s in plans)
-    if any(s["epochs"] < 2 for s in steps["run"]):
-        add("epochs", "fewer than 2 epochs: what input caching changes after epoch 1 "
-            "(%s, paper section V-G) was not measured" % caching_note())
 
 
 def caching_note():

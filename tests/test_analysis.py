@@ -525,6 +525,9 @@ def test_a_verdict_run_says_how_many_steps_it_may_run_and_how_it_projects():
     texts = [d["text"] for d in bed["deviations"] if d["key"] == "steps"]
     assert texts[0].startswith("30 steps per worker")
     assert texts[1].startswith("up to 160 steps per worker (the verdict size")
+    # a plan of 1 epoch leaves the cached epochs unmeasured, and says so
+    assert [d["text"] for d in bed["deviations"] if d["key"] == "epochs"][0].startswith(
+        "fewer than 2 epochs: what input caching changes after epoch 1")
     facts = setup_text.setup_section(bed)[1][1]
     assert "steps per worker: 1 epoch(s) x 30 = 30 (resnet18), 2-4 epochs x 40 = up to 160 " \
         "(resnet18)" in facts[-2]
