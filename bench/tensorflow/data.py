@@ -56,8 +56,8 @@ def dataset(config, path_tensor, images, seed):
     if subset:  # the verdict profile: short epochs, cached after the first
         images = min(images, subset)
         first = ds.take(subset).map(parse, num_parallel_calls=parallel)
-        rest = the_rest_read_and_dropped(ds, subset, parse, parallel)
-        ds = rest.concatenate(first) if cached else first
+        ds = the_rest_read_and_dropped(ds, subset, parse, parallel).concatenate(first) \
+            if cached else first
     else:
         ds = ds.map(parse, num_parallel_calls=parallel)
     if cached:
