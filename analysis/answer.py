@@ -66,6 +66,15 @@ def tally(rows):
         counts, key=lambda w: order.index(w) if w in order else len(order)))
 
 
+def directions(rows):
+    """" Direction alone: 16 holds, 7 contradicted.": a claim not reproduced in size may still
+    hold in direction (the table's direction column, counted)."""
+    counts = Counter(r["direction"].split(" (")[0] for r in rows if r.get("direction"))
+    order = ["holds", "contradicted", "unclear", "not judged"]
+    return " Direction alone: %s." % ", ".join("%d %s" % (counts[w], w) for w in sorted(
+        counts, key=lambda w: order.index(w) if w in order else len(order))) if counts else ""
+
+
 def common_deviations(rows):
     """The deviations that bear on more than half of the claims, in the order first seen."""
     keys = [r["deviations"].split("; ") for r in rows if r["deviations"]]
@@ -106,7 +115,8 @@ def decide_items(rows):
     grouped = {}
     for r in rows:
         if r["verdict"].startswith("inconclusive"):
-            grouped.setdefault(r.get("decide") or "not said", []).append(r["id"])
+            grouped.setdefault(r.get("decide") or "no estimate of the repeats that would "
+                               "decide it", []).append(r["id"])
     return ["%s: %s" % (how, ", ".join(ids)) for how, ids in sorted(grouped.items(), key=_fewest)]
 
 
@@ -116,19 +126,23 @@ def _fewest(item):
     return (int(found.group(1)) if found else 10 ** 6, item[0])
 
 
-def blocks(rows, common, manifest, bed, minutes, forest, notes):
+def blocks(rows, common, manifest, bed, minutes, forest, notes, operator_rows=()):
     """The first screen's blocks; common: common_deviations(rows), which the claims table
     uses too; forest: the claims figure's block (or none); notes: the evidence's one-line
-    caveats (smoke, indicative)."""
+    caveats (smoke, indicative); operator_rows: the paper's operator claims, judged in their
+    own section and counted here apart."""
+    apart = "; the operator claims (their own section): %s" % tally(operator_rows) \
+        if operator_rows else ""
     out = [("p", run_line(manifest, bed, minutes)),
-           ("p", "**Claims: %s.**%s" % (tally(rows), "".join(" " + n for n in notes)))]
+           ("p", "**Claims: %s%s.**%s%s" % (tally(rows), apart, directions(rows),
+                                            "".join(" " + n for n in notes)))]
     side = []
     if common:
         side += [("p", "Deviations that bear on most claims, and what each is expected to do "
                        "(the package's expectation; each claim's row names only what differs "
                        "from this list, the setup section each whole):"),
                  ("list", deviation_items(common, bed))]
-    decide = decide_items(rows)
+    decide = decide_items(list(rows) + list(operator_rows))
     if decide:
         side += [("p", "What would decide the inconclusive claims:"), ("list", decide)]
     out.append(("columns", [forest] if forest else [], side))  # side by side in report.html

@@ -60,11 +60,12 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     figures.stamp("")  # no caveat of an earlier report in this process
     main = tidy.reference_groups(groups)  # the paper's network setting
     spent, moved = _minutes(cells_seconds(run_path)), explain.moves(run_path)
+    profile = operator_profile(records, cells, bed)
     first, method, summary["verdicts"] = claims_section(
         main, bed, moved, manifest.get("profile"),
         lambda rows, caveats: figure(figures.claims_forest(rows, out / "claims", caveats)),
         lambda rows, common, forest, notes: answer.blocks(rows, common, manifest, bed, spent,
-                                                          forest, notes))
+                                                          forest, notes, profile[2]))
     blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))] + first
     blocks += provenance(manifest, time_line(run_path, groups, manifest.get("profile")))
     blocks += setup_text.setup_section(bed)
@@ -84,7 +85,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += memory_section(run_path, out, records, cells, figure)
     blocks += network_section(out, groups, records, cells, manifest, figure)
     blocks += scaling_section(out, groups, figure)
-    section, table = operators_section(out, records, cells, planned, figure, bed, moved,
+    section, table = operators_section(out, records, profile, planned, figure, moved,
                                        indicative(main))
     blocks += section
     blocks += consistency_section(out, records, groups, table, manifest,
@@ -113,18 +114,24 @@ def scaling_section(out, groups, figure):
     return blocks
 
 
-def operators_section(out, records, cells, planned, figure, bed=None, moved=None, stamp=""):
-    """Figs. 5, 7, 10, coverage, the names left in `other`, the profiler's cost, the claims;
-    and the table of operator categories (the consistency section reads it)."""
+def operator_profile(records, cells, bed):
+    """(the profiled operators by category, their table, the paper's operator claims judged):
+    the first screen counts the claims, their section shows them."""
     ops = operators.categorised(records)
     table = operators.category_table(ops, cells)
+    return ops, table, [] if ops.empty else operators.evaluate_claims(table, testbed=bed)
+
+
+def operators_section(out, records, profile, planned, figure, moved=None, stamp=""):
+    """Figs. 5, 7, 10, coverage, the names left in `other`, the profiler's cost, the claims;
+    and the table of operator categories (the consistency section reads it)."""
+    ops, table, rows = profile
     blocks = [("h2", "Operator profiles (cf. paper Figs. 5, 7, 10)")]
     if ops.empty:
         return blocks + [("p", "No profiled steps in this run (`invoke bench --profile-steps "
                                "N`, N > 0).")], table
     return blocks + _operator_blocks(out, records, ops, table, planned, figure) + [
-        ("h3", "The paper's operator claims")] + claims_table(
-            operators.evaluate_claims(table, testbed=bed), moved, stamp), table
+        ("h3", "The paper's operator claims")] + claims_table(rows, moved, stamp), table
 
 
 def _operator_blocks(out, records, ops, table, planned, figure):
@@ -231,7 +238,8 @@ def evidence_notes(rows, groups, profile):
                      "\"Intervals and verdicts\")." % "; ".join(borrowed))
     count = sum(1 for r in rows if judged(r) and _interval(r) != "-")  # order claims: none
     if count:
-        notes.append("%d claims are judged, each at 95%%: even if the intervals were exact, "
+        notes.append("Of the claims above, %d are judged on a 95%% interval: even if the "
+                     "intervals were exact, "
                      "about %.1f of them would fall outside by chance alone." % (
                          count, 0.05 * count))
     return notes, stamp
@@ -642,11 +650,19 @@ def time_line(run_path, groups, profile):
     share = spent / paper.sum()
     line += ("; the same %d setting(s) at the paper's length: %s projected (each setting's "
              "paper-scale time once, the mean of its repeats), so this run took %.1f%% of it%s"
-             % (len(paper), _minutes(paper.sum()), 100 * share,
-                " (the verdict size's goal: 5%)" if profile == "verdict" else ""))
+             % (len(paper), _minutes(paper.sum()), 100 * share, _goal(share, profile)))
     if share > 0.5:  # LeNet-5: start-up and the launches weigh more than the steps
         line += "; at that share, `--size paper` would measure the paper's length itself"
     return line
+
+
+def _goal(share, profile):
+    """The verdict size's budget beside its share, and whether the run kept to it (rounded as
+    the share is shown)."""
+    if profile != "verdict":
+        return ""
+    return " (the verdict size's goal: 5%%, %s)" % (
+        "within it" if round(100 * share, 1) <= 5 else "over it")
 
 
 def _statuses(run_path):

@@ -519,11 +519,11 @@ def _step_deviations(setup, add):
     steps = setup["steps"]
     short = [s for s in steps["run"] if s["steps"] < steps["paper"]]
     if any(not s["adaptive"] for s in short):
-        add("steps", "%s steps per worker, projected to the paper's %d (start-up + steady "
+        add("steps", "%s, projected to the paper's %d (start-up + steady "
             "step x the remaining steps)" % (_counts([s for s in short if not s["adaptive"]]),
                                              steps["paper"]))
     if any(s["adaptive"] for s in short):
-        add("steps", "up to %s steps per worker (the verdict size: until the mean step is "
+        add("steps", "up to %s (the verdict size: until the mean step is "
             "known), projected to the paper's %d (start-up + the first epoch's steps at its "
             "rate + 9 epochs at the later epochs' rate)"
             % (_counts([s for s in short if s["adaptive"]]), steps["paper"]))
@@ -533,10 +533,14 @@ def _step_deviations(setup, add):
 
 
 def _counts(plans):
-    """"32" for one plan; "32 (alexnet, resnet18) / 128 (lenet5)" where networks differ."""
+    """"32 steps per worker"; where networks differ, "32 steps per worker for alexnet, resnet18
+    / 128 for lenet5". No parenthesis: the first screen keeps a deviation's words up to its
+    first one."""
     if len(plans) == 1:
-        return str(plans[0]["steps"])
-    return " / ".join("%d (%s)" % (s["steps"], ", ".join(s["networks"])) for s in plans)
+        return "%d steps per worker" % plans[0]["steps"]
+    first = "%d steps per worker for %s" % (plans[0]["steps"], ", ".join(plans[0]["networks"]))
+    return " / ".join([first] + ["%d for %s" % (s["steps"], ", ".join(s["networks"]))
+                                 for s in plans[1:]])
 
 
 def caching_note():

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import claims, consistency, network, operators, report, setup_text, stats, testbed
+from analysis import (answer, claims, consistency, network, operators, report, setup_text,
+                      stats, testbed)
 from selfcheck import known_run
 from analysis import memory, tidy
 
@@ -540,7 +541,12 @@ def test_the_verdict_sizes_two_plans_name_their_networks():
               "max_epochs": 2, "network": n} for n in ("lenet5", "alexnet", "resnet18")]
     bed = testbed.describe({"cells": cells})
     (text,) = [d["text"] for d in bed["deviations"] if d["key"] == "steps"]
-    assert text.startswith("32 (alexnet, resnet18) / 128 (lenet5) steps per worker, projected")
+    assert text.startswith("32 steps per worker for alexnet, resnet18 / 128 for lenet5, "
+                           "projected to the paper's")
+    # the first screen keeps the deviation's words up to its first parenthesis: both counts
+    common = answer.deviation_items(["steps"], bed)
+    assert common[0].startswith("**steps** (32 steps per worker for alexnet, resnet18 / 128 "
+                                "for lenet5, projected to the paper's")
     facts = setup_text.setup_section(bed)[1][1]
     assert "steps per worker: 2 epoch(s) x 16 = 32 (alexnet, resnet18), 2 epoch(s) x 64 = 128 " \
         "(lenet5)" in facts[-2]
@@ -680,7 +686,8 @@ def test_the_claims_say_what_their_evidence_is(tmp_path):
     judged = [l for l in text.splitlines() if l.startswith("|") and (
         "reproduced, indicative |" in l or "inconclusive, indicative |" in l or
         "partial (" in l) and l.split("|")[5].strip() != "-"]  # an order claim has none
-    assert judged and "%d claims are judged, each at 95%%" % len(judged) in text
+    assert judged and "Of the claims above, %d are judged on a 95%% interval" % len(judged) \
+        in text
     cells = matrix(2.65) + [dict(c, repeat=1) for c in matrix(2.65)]
     run = known_run.write_run(tmp_path / "two", cells)
     text = report.build(run, quiet=True)["report"].read_text()
@@ -698,6 +705,9 @@ def test_the_operator_claims_are_stamped_as_indicative_with_the_others(tmp_path)
     (row,) = [l for l in text.splitlines()
               if l.startswith("| LeNet-5: MXNet's tanh_backward is 34.8x slower than PyTorch's")]
     assert "| 34.80 |" in row and "| reproduced, indicative |" in row, row
+    # the first screen counts them apart from the claims table (it once left them out)
+    (head,) = [l for l in text.splitlines() if l.startswith("**Claims: ")]
+    assert "; the operator claims (their own section): 1 reproduced, " in head, head
 
 
 def test_the_memory_table_shows_the_claims_own_rss_beside_the_one_with_loaders():
@@ -1236,8 +1246,11 @@ def test_the_memory_claims_order_a_workers_peak_beyond_the_margin(tmp_path):
     assert judged("against", **{"pytorch-sync": 1150.0})["mem_tf_more_than_others"][
         "verdict"] == "not reproduced"
     # TF-async 1,250 against TF-sync 1,200: 4%, within the margin
-    assert judged("close", **{"tensorflow-async": 1050.0})["mem_tf_async_more_than_tf_sync"][
-        "verdict"] == "inconclusive"
+    close = judged("close", **{"tensorflow-async": 1050.0})["mem_tf_async_more_than_tf_sync"]
+    assert close["verdict"] == "inconclusive"
+    # the first screen says why no repeats decide it (it once read "not said")
+    assert close["decide"] == "no number of repeats would decide it (an order of peak memory, " \
+        "no interval: 1 of 1 pairs within the 10% margin)"
     # without MXNet, 3 of the 5 system-modes: partial, whatever the order says
     cells = [known_run.cell("lenet5-cifar10", s, 100.0, peak_rss=p) for s, p in peaks.items()
              if not s.startswith("mxnet")]
@@ -1289,13 +1302,16 @@ def test_the_report_sets_the_runs_time_against_the_papers_length_once_per_settin
     line = report.time_line(tmp_path, groups, "verdict")
     assert line.startswith("time: the cells took 35 s in 4 launch(es)")
     assert "the same 2 setting(s) at the paper's length: 11.7 min projected" in line
-    assert "took 5.0% of it (the verdict size's goal: 5%)" in line
+    assert "took 5.0% of it (the verdict size's goal: 5%, within it)" in line
+    over = report.time_line(tmp_path, pd.DataFrame({"execution_seconds": [300.0, 300.0]}),
+                            "verdict")  # 35 s of 600 s
+    assert "took 5.8% of it (the verdict size's goal: 5%, over it)" in over
     assert report.time_line(tmp_path, groups, "paper").endswith("provisioning not counted)")
     assert "goal" not in report.time_line(tmp_path, groups, "smoke")
     assert "paper" not in line.split("goal")[1]
     short = pd.DataFrame({"execution_seconds": [50.0]})  # LeNet-5: 35 s against 50 s
     assert report.time_line(tmp_path, short, "verdict").endswith(
-        "took 70.0% of it (the verdict size's goal: 5%); at that share, `--size paper` "
+        "took 70.0% of it (the verdict size's goal: 5%, over it); at that share, `--size paper` "
         "would measure the paper's length itself")
 
 
@@ -1365,6 +1381,10 @@ def test_the_first_screen_names_common_deviations_once_and_each_row_what_differs
     assert answer.decide_items(rows) == [
         "about 7 repeats of each cell (now 3) would likely decide it: r1, r3"]
     assert answer.tally(rows) == "1 reproduced, 2 inconclusive, 1 not measured"
+    assert answer.directions(rows) == ""  # none has a direction
+    assert answer.directions([dict(r, direction=d) for r, d in zip(rows, (
+        "contradicted", "holds", "holds", "not judged (2 of 5)"))]) == \
+        " Direction alone: 2 holds, 1 contradicted, 1 not judged."
     bed = {"deviations": [{"key": "threads", "text": "1 compute thread(s) per worker (paper: "
                                                      "4 vCPUs per node)"}]}
     (item, _) = answer.deviation_items(common, bed)
