@@ -59,20 +59,25 @@ def run_line(manifest, bed, minutes):
 
 def tally(rows):
     """'3 reproduced, 5 inconclusive, 29 not measured' in a fixed order of the verdicts."""
-    order = ["reproduced", "not reproduced", "inconclusive", "partial", "not comparable",
-             "not measured"]
-    counts = Counter(r["verdict"].split(" (")[0] for r in rows)
-    return ", ".join("%d %s" % (counts[w], w) for w in sorted(
-        counts, key=lambda w: order.index(w) if w in order else len(order)))
+    return _counted([r["verdict"] for r in rows], ["reproduced", "not reproduced",
+                                                   "inconclusive", "partial", "not comparable",
+                                                   "not measured"])
 
 
 def directions(rows):
     """" Direction alone: 16 holds, 7 contradicted.": a claim not reproduced in size may still
     hold in direction (the table's direction column, counted)."""
-    counts = Counter(r["direction"].split(" (")[0] for r in rows if r.get("direction"))
-    order = ["holds", "contradicted", "unclear", "not judged"]
-    return " Direction alone: %s." % ", ".join("%d %s" % (counts[w], w) for w in sorted(
-        counts, key=lambda w: order.index(w) if w in order else len(order))) if counts else ""
+    found = [r["direction"] for r in rows if r.get("direction")]
+    return " Direction alone: %s." % _counted(found, ["holds", "contradicted", "unclear",
+                                                      "not judged"]) if found else ""
+
+
+def _counted(words, order):
+    """'2 holds, 1 not judged': each word (its text before ' (') counted, in `order`, any
+    other word last."""
+    counts = Counter(w.split(" (")[0] for w in words)
+    return ", ".join("%d %s" % (counts[w], w) for w in sorted(
+        counts, key=lambda w: order.index(w) if w in order else len(order)))
 
 
 def common_deviations(rows):

@@ -139,7 +139,8 @@ def memory_claim(claim, peaks, context):
     within = sum(1 for *_, r in pairs if 1 / (1 + margin) <= r <= 1 + margin)
     found = dict(row, measured=min(r for *_, r in pairs), basis=basis, decide=(
         "no number of repeats would decide it (an order of peak memory, no interval: %d of %d "
-        "pairs within the %.0f%% margin)" % (within, len(pairs), 100 * margin)))
+        "pairs within the %.0f%% margin)" % (within, len(pairs), 100 * margin)
+        if verdict == "inconclusive" else ""))
     return _judge(found, verdict, len(seen), len(systems))
 
 
