@@ -1,4 +1,6 @@
 """Version sets: the current stack runs here; the paper stack pins the paper's versions."""
+from pathlib import Path
+
 import pytest
 
 from harness.nodes import stacks
@@ -43,8 +45,16 @@ PY39 = ("python: '3.9'\npython_source: debian\n%s"
 def test_debian_python_stack_names_its_release_and_gets_its_own_envs(tmp_path):
     py39 = stacks.load("paper-py39")
     assert py39.python == "3.9" and py39.python_source == "debian"
-    assert py39.debian == {"suite": "bullseye", "version": "3.9.2-1",
-                           "seed": ["pip==23.0.1", "setuptools==58.1.0"]}
+    libraries = ["libffi7=3.3-6", "libmpdec3=2.5.1-1", "libssl1.1=1.1.1w-0+deb11u1"]
+    assert py39.debian == {
+        "suite": "bullseye", "version": "3.9.2-1", "libraries": libraries,
+        "keyring": "debian-archive-bullseye-stable.gpg",
+        "packages": ["python3.9=3.9.2-1", "python3.9-minimal=3.9.2-1",
+                     "libpython3.9-minimal=3.9.2-1", "libpython3.9-stdlib=3.9.2-1",
+                     "python3-distutils=3.9.2-1", "python3-lib2to3=3.9.2-1"] + libraries,
+        "seed": ["pip==23.0.1", "setuptools==58.1.0"]}
+    # the key it names ships with the playbook, for nodes whose keyring lacks it
+    assert (Path("playbooks/roles/framework_envs/files") / py39.debian["keyring"]).is_file()
     assert pins(py39, "pytorch")["torch"] == "1.7.1"
     # the same pins on another interpreter (or another seed) build another env
     other = tmp_path / "other.yml"

@@ -128,21 +128,34 @@ def _exact(path, data):
     another interpreter, and its envs get their own names."""
     debian = _debian(path, data)
     return str(data.get("python_version") or "") or (
-        "debian %s %s %s" % (debian["suite"], debian["version"], " ".join(debian["seed"]))
+        "debian %s %s unpacked %s %s" % (debian["suite"], debian["version"],
+                                         " ".join(debian["libraries"]),
+                                         " ".join(debian["seed"]))
         if debian else "")
 
 
 def _debian(path, data):
-    """`debian: {suite, version}` of a stack whose Python comes from Debian's packages."""
+    """`debian: {suite, version, libraries, keyring, seed}` of a stack whose Python comes from
+    an older Debian release's packages, unpacked on each node (framework_envs'
+    unpack_debian_python.sh); `packages`: every package to unpack, NAME=VERSION."""
     if data.get("python_source") != "debian":
         return None
     found = data.get("debian") or {}
     if not isinstance(found, dict) or not found.get("suite") or not found.get("version"):
         raise UserError("stack %s: python_source debian needs `debian: {suite, version}`" % path,
                         "e.g. `debian: {suite: bullseye, version: 3.9.2-1}`: the Debian release "
-                        "whose python%s package to install, and its version (`seed:` may list "
-                        "pip and setuptools pins for its envs)" % data.get("python"))
-    return {"suite": str(found["suite"]), "version": str(found["version"]),
+                        "whose python%s package to unpack, and its version (`libraries:` may "
+                        "list NAME=VERSION of the libraries it needs beside it, `keyring:` the "
+                        "release's key in playbooks/roles/framework_envs/files/, `seed:` pip "
+                        "and setuptools pins for its envs)" % data.get("python"))
+    python, version = "python%s" % data.get("python"), str(found["version"])
+    libraries = [str(p) for p in found.get("libraries") or []]
+    interpreter = [python, python + "-minimal", "lib%s-minimal" % python, "lib%s-stdlib" % python,
+                   "python3-distutils", "python3-lib2to3"]
+    return {"suite": str(found["suite"]), "version": version, "libraries": libraries,
+            "keyring": str(found.get("keyring") or "debian-archive-%s-stable.gpg"
+                           % found["suite"]),
+            "packages": ["%s=%s" % (name, version) for name in interpreter] + libraries,
             "seed": [str(p) for p in found.get("seed") or []]}
 
 
