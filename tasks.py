@@ -71,6 +71,7 @@ def _listed():
         profile_steps=", ".join("%s %d" % (name, spec["profile_steps"])
                                 for name, spec in matrix.PROFILES.items()),
         local_batch=matrix.LOCAL_BATCH, verdict_repeats=matrix.PROFILES["verdict"]["repeats"],
+        paper_and_today=",".join(matrix.PAPER_AND_TODAY),
         systems=",".join(registry.systems()),
         **{name: matrix.shape(name) for name in ("smoke", "quick", "verdict", "paper")})
 
@@ -105,8 +106,10 @@ def _options_task(options_type, **task_args):
 
 def _where(c, given):
     """given with --size (or its old name --profile) and the inventory, stack and results
-    folder taken from invoke.yaml where not given (by _options)."""
+    folder taken from invoke.yaml where not given (by _options); where neither --stack nor
+    --stacks is given, the stacks of its size (matrix.PAPER_AND_TODAY for those that measure)."""
     out = dict(given)
+    chose_stacks = bool(out.get("stack") or out.get("stacks"))
     named = {k: out[k] for k in ("inventory", "stack", "results") if k in out}
     if "size" in out:
         named["profile"] = _size(out["size"], out.get("profile"))
@@ -114,6 +117,10 @@ def _where(c, given):
     out.update({k: v for k, v in found.items() if k != "profile"})
     if "size" in out:
         out.update(size=found["profile"], profile=None)
+    if "stacks" in out and not chose_stacks:
+        from harness.plan import matrix
+        out["stacks"] = ",".join(matrix.PROFILES.get(out.get("size"), {}).get("stacks") or
+                                 ()) or None
     return out
 
 
@@ -180,13 +187,15 @@ def compare(c, run_a, run_b, results=None, out=None):
 
 @task(help=dict(COMMON, results="results folder [invoke.yaml: results]"))
 @_user_errors
-def reproduce(c, inventory=None, stack=None, size=None, profile=None, data=None, results=None):
+def reproduce(c, inventory=None, stack=None, stacks=None, size=None, profile=None, data=None,
+              results=None):
     """provision, bench, collect, analyze in order; prints where the report is. Exits as
     bench does (0 whole, 2 refused, 3 incomplete: the report is written all the same)."""
     from harness import commands
-    o = _options(c, inventory=inventory, stack=stack, profile=_size(size, profile),
-                 results=results)
-    built = commands.reproduce(o.inventory, o.stack, o.profile, o.results, data=data)
+    o = SimpleNamespace(**_where(c, dict(inventory=inventory, stack=stack, stacks=stacks,
+                                         size=size, profile=profile, results=results)))
+    built = commands.reproduce(o.inventory, options.stack_names(o.stacks, o.stack), o.size,
+                               o.results, data=data)
     _exit_unless_whole(built["unfinished"], built["run_id"])
 
 

@@ -5,7 +5,6 @@ interval, and, claim by claim, whether the finding holds under one stack, both o
 Runs that differ in more than the stack are compared with a warning naming the differences.
 Writes results/compare-<A>-vs-<B>/: report.md, report.html, figures, claims.csv, cells.csv.
 """
-import json
 import math
 from pathlib import Path
 
@@ -13,7 +12,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from contract import runfolder
+from contract import manifest as manifests, runfolder
+from contract.errors import UserError
+from contract.runfolder import RunFolder
 
 from . import claims, figures, operators, render, stats, testbed, tidy
 
@@ -49,7 +50,14 @@ def build(run_a, run_b, out=None, quiet=False):
 def load(run_path):
     """A run's manifest, setup, groups (the paper's network setting), operator table, claims."""
     run_path = Path(run_path)
-    manifest = json.loads((run_path / runfolder.MANIFEST).read_text())
+    whole = RunFolder(run_path).manifest()
+    names = manifests.stack_names(whole)
+    if len(names) != 1:
+        raise UserError("run %s ran under %d stacks (%s): its own report sets them side by "
+                        "side" % (run_path.name, len(names), ", ".join(names)),
+                        "read %s, or compare two runs of one stack each"
+                        % (run_path / "analysis" / "report.md"))
+    manifest = manifests.view(whole, names[0])
     found = evaluate(tidy.load_records(run_path / runfolder.RECORDS), manifest)
     return dict(found, path=run_path, run_id=manifest.get("run_id") or run_path.name,
                 label=(manifest.get("stack") or {}).get("name") or run_path.name,

@@ -17,7 +17,8 @@ import pandas as pd
 
 import registry
 
-from contract import nodefolder, runfolder
+from contract import manifest as manifests, nodefolder, runfolder
+from contract.runfolder import RunFolder
 from contract.explain_plan import PLAN, Rung, Setting
 
 from . import claims, compare, figures, render, setup_text, stats, testbed, tidy
@@ -198,7 +199,8 @@ def build(folder, quiet=False):
         stack, cells = plan.cells_of(setting)
         run_path = Path(runs) / plan.run_id(stack)
         if stack not in loaded:
-            manifest = json.loads((run_path / runfolder.MANIFEST).read_text())
+            whole = RunFolder(run_path).manifest()
+            manifest = manifests.view(whole, manifests.stack_names(whole)[0])
             loaded[stack] = (tidy.load_records(run_path / runfolder.RECORDS), manifest)
             beds[stack] = testbed.describe(manifest)
         records, manifest = loaded[stack]

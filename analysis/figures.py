@@ -275,3 +275,57 @@ def claims_forest(rows, out_stem, caveats=""):
     fig.subplots_adjust(left=0.42, right=0.97, top=1 - 0.5 / fig.get_figheight(),
                         bottom=0.75 / fig.get_figheight())
     return save(fig, out_stem)
+
+
+STACK_COLOURS = ("#4e79a7", "#e15759")  # the paper's releases, today's
+
+
+def claims_forest_two(sides, labels, out_stem):
+    """The claims under two stacks at a glance, legible at a reviewer's screen width: per ratio
+    claim (labels: [(id, short words)], in the paper's order), the paper's value (a diamond)
+    and tolerance band (shaded), and each stack's measured ratio with its 95% interval (sides:
+    [(stack, {claim id: row})], the paper's releases first), the verdicts at the right."""
+    import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
+    shown = [(cid, words) for cid, words in labels
+             if isinstance((sides[0][1].get(cid) or {}).get("paper"), (int, float))]
+    fig, ax = plt.subplots(figsize=(13, 0.42 * len(shown) + 1.6))
+    for y, (cid, _) in enumerate(reversed(shown)):
+        first = sides[0][1][cid]
+        paper, tol = float(first["paper"]), float(first["tolerance"] or 0.0)
+        ax.fill_betweenx([y - 0.38, y + 0.38], paper / (1 + tol), paper * (1 + tol),
+                         color=BAND, alpha=0.45, lw=0)
+        ax.plot([paper], [y], marker="D", color=PAPER, ms=6)
+        for offset, (_, rows), colour in zip((0.16, -0.16), sides, STACK_COLOURS):
+            row = rows.get(cid) or {}
+            measured, low, high = row.get("measured"), row.get("low"), row.get("high")
+            if not isinstance(measured, (int, float)) or measured != measured:
+                continue
+            if low is not None and high is not None and low == low and high == high:
+                ax.plot([low, high], [y + offset] * 2, color=colour, lw=2.2)
+            ax.plot([measured], [y + offset], marker="o", color=colour, ms=5)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=2))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.tick_params(axis="x", labelsize=10)
+    ax.axvline(1.0, color="grey", lw=0.6, ls=":")
+    ax.set_yticks(range(len(shown)))
+    ax.set_yticklabels([words for _, words in reversed(shown)], fontsize=10)
+    right = ax.twinx()
+    right.set_ylim(-0.7, len(shown) - 0.3)
+    right.set_yticks(range(len(shown)))
+    right.set_yticklabels([" | ".join((rows.get(cid) or {}).get("verdict", "-").split(" (")[0]
+                                      for _, rows in sides) for cid, _ in reversed(shown)],
+                          fontsize=9)
+    ax.set_ylim(-0.7, len(shown) - 0.3)
+    handles = [plt.Line2D([], [], color=c, marker="o", lw=2.2, label=name)
+               for (name, _), c in zip(sides, STACK_COLOURS)]
+    handles += [plt.Line2D([], [], color=PAPER, marker="D", lw=0, label="the paper"),
+                plt.Rectangle((0, 0), 1, 1, color=BAND, alpha=0.45, label="tolerance band")]
+    ax.legend(handles=handles, fontsize=9, loc="upper center", ncol=4,
+              bbox_to_anchor=(0.5, 1 + 0.55 / fig.get_figheight()), frameon=False)
+    ax.set_xlabel("ratio (log scale); verdicts at the right: %s" % " | ".join(
+        name for name, _ in sides), fontsize=10)
+    fig.subplots_adjust(left=0.38, right=0.79, top=1 - 0.75 / fig.get_figheight(),
+                        bottom=0.7 / fig.get_figheight())
+    return save(fig, out_stem)

@@ -2,16 +2,16 @@
 report.md + a self-contained report.html: what was run, every figure, the paper's claims with
 verdicts, failed or missing cells and why."""
 import datetime
-import json
 import math
 from pathlib import Path
 
 import registry
 
-from contract import runfolder
+from contract import manifest as manifests, runfolder
+from contract.runfolder import RunFolder
 
 from . import (answer, claims, consistency, explain, figures, memory, network, operators,
-               render, setup_text, stats, testbed, tidy, variation)
+               releases, render, setup_text, stats, testbed, tidy, variation)
 
 PHASE_COLUMNS = ["step"] + tidy.PHASES
 PAPER, STEADY = "{:,}".format(tidy.PAPER_STEPS), "{:,}".format(tidy.PAPER_STEPS - 1)
@@ -19,12 +19,27 @@ SHOWN_PACKAGES = registry.shown_packages() + ("numpy", "psutil")
 
 
 def build(run_path, quiet=False, out=None):
-    """out: the folder to write into (default <run>/analysis)."""
+    """out: the folder to write into (default <run>/analysis). A run of several stacks gets
+    each stack's report in a folder of its own (analysis/<stack>/) and, on top, the report
+    that sets them side by side (analysis/releases.py)."""
     run_path = Path(run_path)
     out = Path(out) if out else run_path / "analysis"
     out.mkdir(exist_ok=True)
-    manifest = json.loads((run_path / runfolder.MANIFEST).read_text())
+    manifest = RunFolder(run_path).manifest()
     records = tidy.load_records(run_path / runfolder.RECORDS)
+    names = manifests.stack_names(manifest)
+    if len(names) == 1:
+        return build_stack(run_path, manifests.view(manifest, names[0]), records, out, quiet)
+    built = {name: build_stack(run_path, manifests.view(manifest, name),
+                               records[records["stack"] == name], out / name, quiet=True)
+             for name in names}
+    return releases.build(run_path, manifest, records, built, out, quiet)
+
+
+def build_stack(run_path, manifest, records, out, quiet=False):
+    """The report of a run under one stack: manifest, that stack's view (contract/manifest.py
+    view); records, its records."""
+    out.mkdir(exist_ok=True)
     cells = tidy.cell_table(records)
     groups = tidy.group_table(cells, variation.newest(
         run_path, manifest.get("profile"), variation.cpus_of(manifest),
@@ -59,7 +74,8 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     bed = testbed.describe(manifest)
     figures.stamp("")  # no caveat of an earlier report in this process
     main = tidy.reference_groups(groups)  # the paper's network setting
-    spent, moved = _minutes(cells_seconds(run_path)), explain.moves(run_path)
+    ids = cell_ids(manifest)
+    spent, moved = _minutes(cells_seconds(run_path, ids)), explain.moves(run_path)
     profile = operator_profile(records, cells, bed)
     first, method, summary["verdicts"] = claims_section(
         main, bed, moved, manifest.get("profile"),
@@ -67,7 +83,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
         lambda rows, common, forest, notes: answer.blocks(rows, common, manifest, bed, spent,
                                                           forest, notes, profile[2]))
     blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))] + first
-    blocks += provenance(manifest, time_line(run_path, groups, manifest.get("profile")))
+    blocks += provenance(manifest, time_line(run_path, groups, manifest.get("profile"), ids))
     blocks += setup_text.setup_section(bed)
     blocks += method
     summary["layout"] = bed["layout"]
@@ -637,11 +653,11 @@ def code_line(manifest):
         here[:12], ", ".join(d[:12] for d in ran))
 
 
-def time_line(run_path, groups, profile):
+def time_line(run_path, groups, profile, ids=None):
     """What the run's cells cost against the paper's length, in every report: the verdict
     profile's budget (docs/methodology.md, "The verdict size") counts each setting's paper-scale
-    time once, not once per repeat."""
-    spent, launches = cells_seconds(run_path), len(_statuses(run_path))
+    time once, not once per repeat. ids: the cells counted (None: all)."""
+    spent, launches = cells_seconds(run_path, ids), len(_statuses(run_path, ids))
     line = ("time: the cells took %s in %d launch(es), attempts set aside included (the "
             "contention probe and provisioning not counted)" % (_minutes(spent), launches))
     paper = groups.execution_seconds.dropna() if len(groups) else groups
@@ -665,17 +681,25 @@ def _goal(share, profile):
         "within it" if round(100 * share, 1) <= 5 else "over it")
 
 
-def _statuses(run_path):
-    """Every launch's status file: the cells' and the attempts set aside."""
+def _statuses(run_path, ids=None):
+    """Every launch's status file: the cells' and the attempts set aside (`<cell>.<n>`); ids:
+    of these cells only (None: all)."""
     folder = Path(run_path)
-    return list(folder.glob("*/" + runfolder.STATUS)) + list(
+    found = list(folder.glob("*/" + runfolder.STATUS)) + list(
         folder.glob("%s/*/%s" % (runfolder.ATTEMPTS, runfolder.STATUS)))
+    return found if ids is None else [
+        p for p in found if p.parent.name.rsplit(".", 1)[0] in ids or p.parent.name in ids]
 
 
-def cells_seconds(run_path):
-    """What the run's launches took, attempts set aside included."""
+def cell_ids(manifest):
+    """The ids of a manifest's cells (a stack's view: that stack's)."""
+    return {c.get("id") for c in manifest.get("cells") or []}
+
+
+def cells_seconds(run_path, ids=None):
+    """What the run's launches took, attempts set aside included; ids: these cells only."""
     return sum((runfolder.read_json(p, {}) or {}).get("seconds") or 0
-               for p in _statuses(run_path))
+               for p in _statuses(run_path, ids))
 
 
 def _minutes(seconds):

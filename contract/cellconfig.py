@@ -31,6 +31,7 @@ KEYS = {
     "input_size": (NUMBER, "image side in pixels"),
     "profile_steps": (NUMBER, "profiled steps after the timed ones"),
     "link": (TEXT, "the emulated link's setting, or empty"),
+    "stack": (TEXT, "the version set the cell runs under, or empty (the run's only one)"),
     "math": ((bool,), "the same-math check: canonical initial weights, the recorded batch "
                       "order, losses and final weights kept (bench/common/samemath.py)"),
     "planted": (TEXT, "the same-math check's planted error (tests), or empty"),

@@ -4,7 +4,8 @@ analysis reads, in one place, with its format version. RunFolder.write_manifest 
 that is not here; tests/test_contract.py checks that every key the package reads is.
 Python 3.6: a plain dict of key -> meaning."""
 
-FORMAT = 1  # results_format: bump when the layout of results/<run-id>/ changes incompatibly
+FORMAT = 2  # results_format: bump when the layout of results/<run-id>/ changes incompatibly
+READABLE = (1, 2)  # format 1 had one stack a run: read through upgraded()
 
 KEYS = {
     # at the run's start (collect.start_manifest)
@@ -14,27 +15,29 @@ KEYS = {
     "options": "bench's options that say what the run is (BenchOptions.manifest)",
     "git": "the controller's commit and whether its tree was dirty",
     "inventory": "name, path, hosts (public fields), layout, hosts left out",
-    "stack": "name, Python and the packages declared per framework",
+    "stacks": "the run's stacks in order, each its name, Python and the packages declared "
+              "per framework (a cell names its own where there are several)",
     "profile": "the run's size (smoke, quick, verdict, paper, math)",
     "cells": "every cell's settings, id, config hash and link rate",
     "systems": "what the analysis needs of each system-mode, as the run knew it",
     "started": "when the run started (epoch s)",
-    "same_math": "the newest same-math verdict for the stack, or null",
+    "same_math": "stack -> the newest same-math verdict for it, or null",
     "code_digest": "the controller's digest of bench/ and contract/ (contract/codedigest.py)",
     "vm": "where the nodes are VMs: provider, box, accelerator and why",
     # once the nodes are checked (commands.probe_contention)
     "contention": "the contention probe: whether the nodes share cores",
     # at the run's end (collect.finish_manifest)
     "host_facts": "node -> the facts provisioning gathered",
-    "installed": "node -> the versions in the run's stack's envs",
+    "installed": "stack -> node -> the versions in that stack's envs",
     "cpu": "node -> the CPU as a process of the run read it",
-    "kernels": "framework -> the kernel libraries and ISA its processes said they ran",
+    "kernels": "stack -> framework -> the kernel libraries and ISA its processes said they ran",
     "code_ran": "the code digests the training processes reported",
-    "setup": "flags the report's setup section reads",
+    "setup": "stack -> the setup's deviations from the paper's, as flags",
     "interference": "cell -> what else ran on its nodes, and whether that disturbed it",
     "ended": "when the run ended (epoch s)",
     # written by older versions only, still read
     "network": "older runs: the emulated cluster's link (rate_mbit)",
+    "stack": "format 1: the run's one stack (upgraded() reads it as stacks)",
 }
 
 
@@ -45,3 +48,44 @@ def check(manifest, source="manifest.json"):
         raise ValueError("%s: unknown key(s) %s (contract/manifest.py KEYS lists them)"
                          % (source, ", ".join(unknown)))
     return manifest
+
+
+def upgraded(manifest):
+    """A manifest of any readable format in this format's shape: format 1's one `stack`
+    becomes `stacks`, and its `installed`, `same_math`, `kernels` and `setup` are that
+    stack's."""
+    if "stack" not in manifest:
+        return manifest
+    out = dict(manifest)
+    stack = out.pop("stack") or {}
+    name = stack.get("name")
+    out["stacks"] = [stack]
+    for key in BY_STACK:
+        if key in out:
+            out[key] = {name: out[key]}
+    out["results_format"] = FORMAT
+    return out
+
+
+BY_STACK = ("installed", "same_math", "kernels", "setup")  # stack -> its value
+
+
+def stack_names(manifest):
+    """The run's stacks by name, in order."""
+    return [s.get("name") for s in upgraded(manifest).get("stacks") or []]
+
+
+def view(manifest, name):
+    """The run as one stack saw it, in the single-stack keys the per-run analysis reads
+    (`stack`; `installed`, `same_math`, `kernels` and `setup` that stack's): that stack's
+    cells only (a run of one stack: every cell)."""
+    whole = upgraded(manifest)
+    out = {k: v for k, v in whole.items() if k != "stacks"}
+    out["stack"] = next((s for s in whole.get("stacks") or [] if s.get("name") == name), {})
+    for key in BY_STACK:
+        if key in whole:
+            out[key] = (whole.get(key) or {}).get(name)
+    several = len(whole.get("stacks") or []) > 1
+    out["cells"] = [c for c in whole.get("cells") or []
+                    if not several or c.get("stack") == name]
+    return out

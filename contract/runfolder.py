@@ -121,7 +121,8 @@ class RunFolder:
         return self.manifest_path.is_file()
 
     def manifest(self):
-        return read_json(self.manifest_path, {})
+        """The manifest in this format's shape, whichever readable format wrote it."""
+        return manifests.upgraded(read_json(self.manifest_path, {}))
 
     def wall_seconds(self):
         """From the run's start to its end, as its manifest records them."""
@@ -146,6 +147,11 @@ class RunFolder:
     def statuses(self):
         """Every cell folder's status, in cell-id order."""
         return [self.status(p.parent.name) for p in sorted(self.path.glob("*/" + STATUS))]
+
+    def set_aside_statuses(self):
+        """The status of every attempt set aside in .attempts/."""
+        return [read_json(p, {}) or {} for p in sorted(self.path.glob(
+            "%s/*/%s" % (ATTEMPTS, STATUS)))]
 
     def set_aside(self, cell_id):
         """Move an earlier attempt of the cell to .attempts/<cell-id>.<n> (never overwritten)

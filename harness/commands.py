@@ -6,13 +6,14 @@ from pathlib import Path
 
 from .results import collect
 from .run import contention, launch, pipeline, preflight, resume, stall
-from .nodes import datasets, inventory, access as nodes_mod, provision, stacks
+from .nodes import datasets, inventory, access as nodes_mod, provision
+from .nodes import stacks as stacks_mod
 from .plan import estimate, matrix
 from .plan.options import BenchOptions, ProvisionOptions
 from .clusters import links, slurm_jobs
 from contract.errors import UserError, incomplete_cells
 from contract.explain_plan import PLAN as EXPLAIN_PLAN
-from contract import runfolder
+from contract import manifest as manifests, runfolder
 from contract.runfolder import CellStatus, RunFolder
 
 
@@ -42,37 +43,51 @@ def _bench_on(options):
     # a bad setting stops the run before it starts
     stall.frozen_seconds(), launch.base_lease(), launch.calibration_seconds()
     inv = inventory.load(options.inventory)
-    stack = stacks.load(options.stack)
     nodes = nodes_mod.connect_all(inv)
     run_id = options.run or collect.new_run_id()
     path = Path(options.results) / run_id
     resuming = options.run is not None and RunFolder(path).exists()  # a dry run shows it
-    cells, todo = _cells(options, inv, path, resuming)
-    basis = estimate.history(options.results, inv.name, stack.name)
+    stacks = stacks_mod.RunStacks.load(run_stacks(options, path, resuming))
+    cells, todo = _cells(options, inv, path, resuming, stacks.names)
+    basis = estimate.history(options.results, inv.name, stacks.names)
     # before this run's probe, the newest probe of the same nodes gives the prior
     expected = estimate.plan_seconds(todo, basis, todo and contention.last_measured(
-        *probe_nodes(nodes, stack, todo)))
+        *probe_nodes(nodes, stacks, todo)), stacks.names[0])
     if options.dry_run:
-        return _dry_run(todo, run_id, nodes, stack, expected)
+        return _dry_run(todo, run_id, nodes, stacks, expected)
     _check_limit(expected, options.max_hours)
     if not todo:
         print("run %s: nothing left to run (--retry-failed or --force run cells again)" % run_id)
         return {"run_id": run_id, "path": path, "outcomes": {}}
-    preflight.check(nodes, stack, todo, inv)
+    for stack in stacks:
+        preflight.check(nodes, stack, [c for c in todo if stacks.of(c) is stack], inv)
     if inv.layout():
         print("layout: %s" % inv.layout(), flush=True)
     if resuming:
         resume.prepare(path, todo, nodes)
     else:
-        _start_run(path, inv, stack, cells, options)
-    probe = probe_contention(path, nodes, stack, todo)
-    expected = estimate.plan_seconds(todo, basis, probe)  # a cell never run: a prior
+        _start_run(path, inv, stacks, cells, options)
+    probe = probe_contention(path, nodes, stacks, todo)
+    expected = estimate.plan_seconds(todo, basis, probe, stacks.names[0])  # never run: a prior
     print(estimate.summary(*expected), flush=True)
-    return pipeline.Run(path, run_id, nodes, stack, options, basis, probe,
+    return pipeline.Run(path, run_id, nodes, stacks, options, basis, probe,
                         expected[0]).run_cells(todo)
 
 
-def _cells(options, inv, path, resuming):
+def run_stacks(options, path, resuming):
+    """The stacks of the run: a resumed run's from its manifest (--stack and --stacks may not
+    change them), a new run's from the options."""
+    if not resuming:
+        return options.stack_names()
+    names = manifests.stack_names(RunFolder(path).manifest())
+    if options.stacks and options.stack_names() != names:
+        raise UserError("run %s runs under %s: --stacks %s would plan others"
+                        % (path.name, ",".join(names), options.stacks),
+                        "leave --stacks out to resume it, or start a new run (no --run)")
+    return names
+
+
+def _cells(options, inv, path, resuming, stack_names):
     """(every cell of the run, the cells to run now): a resumed run's from its manifest, a
     new run's planned (or a hook's: invoke explain's rounds), those the hooks choose."""
     if resuming:
@@ -82,19 +97,27 @@ def _cells(options, inv, path, resuming):
         given = pipeline.planned(options.hooks)
         # in the manifest; cells given (invoke explain's rounds) keep their order: no seed
         options.order_seed = None if given else matrix.order_seed(path.name)
-        cells = todo = given or plan_cells(options.size, len(inv.hosts), options, networks)
+        cells = todo = given or plan_cells(options.size, len(inv.hosts), options, networks,
+                                           stack_names)
     return cells, pipeline.chosen(options.hooks, todo)
 
 
-def plan_cells(profile, hosts, options, networks=None):
-    """The cells of a new run on `hosts` nodes, from bench's options."""
+def plan_cells(profile, hosts, options, networks=None, stack_names=None):
+    """The cells of a new run on `hosts` nodes, from bench's options, each under each stack."""
     return matrix.plan(profile, hosts, benchmarks=options.benchmarks, systems=options.systems,
                        epochs=options.epochs, steps=options.steps, data=options.data,
                        repeats=options.repeats, networks=networks,
                        order_seed=options.order_seed,
                        node_counts=provision.node_counts(options.nodes, hosts),
                        profile_steps=options.profile_steps,
-                       environment=options.environment, threads=options.threads or 0)
+                       environment=options.environment, threads=options.threads or 0,
+                       stacks=stacks_apart(stack_names or options.stack_names()))
+
+
+def stacks_apart(names):
+    """The stacks that cells name: those of a run of several; a run of one stack plans cells
+    that name none (their ids stay what they were)."""
+    return names if len(names) > 1 else None
 
 
 class SlurmRequest:
@@ -116,11 +139,13 @@ class SlurmRequest:
             most = max(int(k) for k in str(counts).split(",")) if counts else 3
             todo = cells = plan_cells(self.options.size, most, self.options)
         rows, _ = estimate.plan_seconds(todo, estimate.history(
-            self.results, self.options.inventory, self.options.stack))
+            self.results, self.options.inventory, self.options.stack_names()), None,
+            self.options.stack_names()[0])
         return max(c.nodes for c in cells), slurm_jobs.time_limit_minutes(rows)
 
     def bench_args(self, choosing):
         return ["--inventory", self.options.inventory, "--stack", self.options.stack,
+                "--stacks", ",".join(self.options.stack_names()),
                 "--size", self.options.size, "--results", str(self.results.resolve())] + \
             self.options.command_line(choosing)
 
@@ -160,10 +185,10 @@ def _check_limit(expected, max_hours):
                         "--max-hours; `invoke bench --dry-run` lists each cell's estimate")
 
 
-def probe_contention(path, nodes, stack, cells):
+def probe_contention(path, nodes, stacks, cells):
     """The contention probe on the run's nodes (or one of the same nodes minutes ago), kept
     in the manifest; the setup section and the verdicts read it."""
-    measured = contention.measured_or_recent(*probe_nodes(nodes, stack, cells))
+    measured = contention.measured_or_recent(*probe_nodes(nodes, stacks, cells))
     print(contention.describe(measured), flush=True)
     run = RunFolder(path)
     manifest = run.manifest()
@@ -172,16 +197,17 @@ def probe_contention(path, nodes, stack, cells):
     return measured
 
 
-def probe_nodes(nodes, stack, cells):
-    """(the nodes the cells use, node name -> the python the probe runs under)."""
-    env = stack.env(cells[0].framework)
+def probe_nodes(nodes, stacks, cells):
+    """(the nodes the cells use, node name -> the python the probe runs under: the first
+    cell's env)."""
+    env = stacks.of(cells[0]).env(cells[0].framework)
     used = nodes[:max(c.nodes for c in cells)]
     return used, {n.name: env.python(n.path(n.host.env_root)) for n in used}
 
 
-def _start_run(path, inv, stack, cells, options):
+def _start_run(path, inv, stacks, cells, options):
     path.mkdir(parents=True, exist_ok=True)
-    collect.start_manifest(path, inv, stack, options.size, cells, options.manifest(),
+    collect.start_manifest(path, inv, stacks, options.size, cells, options.manifest(),
                            link_mbit=links.link_mbits(inv, cells))
     print("run %s: %d cell(s) -> %s" % (path.name, len(cells), path), flush=True)
     for cell in cells:
@@ -200,7 +226,7 @@ def _write_status(path, cell, status):
     RunFolder(path).save_status(status, time.time())
 
 
-def _dry_run(cells, run_id, nodes, stack, expected):
+def _dry_run(cells, run_id, nodes, stacks, expected):
     """Print the cells, their expected durations and each node's script exactly as a run
     renders it; changes nothing on any node (it only asks each its home directory, for `~/`
     paths)."""
@@ -208,17 +234,18 @@ def _dry_run(cells, run_id, nodes, stack, expected):
                                           "them in this order)" % (run_id, run_id)
                              if any(c.repeat for c in cells) else ""))
     for cell in cells:
-        print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s%s"
+        print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s, stack %s%s"
               % (cell.id, cell.system, cell.nodes, cell.epochs, cell.steps_per_epoch,
-                 cell.local_batch, cell.data, ", links %s" % cell.link if cell.link else ""))
-    print("\n".join(["expected durations (from earlier runs on this inventory and stack, or a "
+                 cell.local_batch, cell.data, stacks.of(cell).name,
+                 ", links %s" % cell.link if cell.link else ""))
+    print("\n".join(["expected durations (from earlier runs on this inventory and stacks, or a "
                      "prior from the newest contention probe of these nodes):"]
                     + estimate.describe(*expected) + repeats_note(cells, *expected)))
     for cell in cells:
         shards = {"id": datasets.dataset_id(cell.dataset, cell.data),
                   "classes": datasets.spec(cell.dataset).classes,
                   "label_bytes": datasets.spec(cell.dataset).label_bytes}
-        for proc in launch.prepare(cell, run_id, nodes, stack, shards):
+        for proc in launch.prepare(cell, run_id, nodes, stacks.of(cell), shards):
             print("\n# ---- %s: %s ----\n%s" % (cell.id, proc.label, proc.script), end="")
     return {"run_id": run_id, "cells": cells}
 
@@ -293,13 +320,16 @@ def attach_explain(results, run_id, explain_path):
     return analyze(results, path.name)
 
 
-def reproduce(inventory_name, stack_name, profile, results, data=None):
+def reproduce(inventory_name, stack_names, profile, results, data=None):
+    """provision, bench, collect and analyze, every cell under each of stack_names."""
     from .nodes import provision
 
     began = time.monotonic()
-    provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_name, size=profile,
-                                   data=data))
-    outcome = bench_named(inventory_name, stack_name, profile, results, data=data)
+    stacks = ",".join(stack_names)
+    provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_names[0],
+                                   stacks=stacks, size=profile, data=data))
+    outcome = bench_named(inventory_name, stack_names[0], profile, results, data=data,
+                          stacks=stacks)
     collect_run(inventory_name, results, outcome["run_id"])
     built = analyze(results, outcome["run_id"])
     print("\nreproduce finished in %.0f s\n  report:  %s\n  figures: %s\n  results: %s"

@@ -30,6 +30,7 @@ class Known:
     interference: dict = None
     peak_rss: float = 500.0
     operators: dict = None
+    stack: str = "fixture"
 
 
 def cell(benchmark, system, seconds, **given):
@@ -72,13 +73,14 @@ def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manife
             if memory_rows:
                 _write_memory(run / base["cell_id"], spec, memory_rows)
     RunFolder(run).write_records(records)
+    stacks = {"stacks": [{"name": s} for s in dict.fromkeys(c["stack"] for c in cells)]} \
+        if not {"stacks", "stack"} & set(manifest or {}) else {}
     RunFolder(run).write_manifest(dict({
         "run_id": run_id, "results_format": manifests.FORMAT, "profile": "fixture",
-        "command": "fixture",
-        "cells": manifest_cells, "stack": {"name": "fixture"}, "git": {"commit": "fixture"},
+        "command": "fixture", "cells": manifest_cells, "git": {"commit": "fixture"},
         "inventory": {"name": "fixture", "hosts": [
             {"name": "node%d" % i, "address": "10.0.0.%d" % i, "vcpus": 4} for i in (1, 2, 3)]},
-    }, **(manifest or {})))
+    }, **dict(stacks, **(manifest or {}))))
     return run
 
 
@@ -87,12 +89,14 @@ def _base(spec, run_id):
     cell_id = "%s_%s_r%d_fixture" % (spec["benchmark"], spec["system"], spec["repeat"])
     if spec["nodes"] != 3:
         cell_id += "_n%d" % spec["nodes"]
+    if spec["stack"] != "fixture":
+        cell_id += "_" + spec["stack"]
     return {"run_id": run_id, "cell_id": cell_id, "benchmark": spec["benchmark"],
             "network": network, "dataset": spec["benchmark"].split("-")[1],
             "system": spec["system"], "framework": spec["system"].split("-")[0],
             "mode": spec["system"].split("-")[1], "repeat": spec["repeat"],
             "nodes": spec["nodes"], "local_batch": PAPER["local_batch"], "epochs": spec["epochs"],
-            "steps_per_epoch": spec["steps"], "data": "synthetic", "stack": "fixture"}
+            "steps_per_epoch": spec["steps"], "data": "synthetic", "stack": spec["stack"]}
 
 
 def _worker_records(spec, base):

@@ -1011,20 +1011,23 @@ def test_the_packages_choices_for_a_coordinator_bear_only_on_its_claims():
 
 def test_collect_keeps_every_kernel_answer_of_the_run(tmp_path):
     """Two TensorFlow processes that answered differently both show; a failed question is
-    kept as an error, not as a library."""
+    kept as an error, not as a library; each stack's apart (a cell that names none: the
+    run's first)."""
     from harness.results import collect
-    answers = [("tensorflow", {"library": "Eigen", "isa": None, "read": "q"}),
-               ("tensorflow", {"library": "oneDNN", "isa": None, "read": "q"}),
-               ("mxnet", {"error": "AttributeError: no runtime"})]
-    for i, (framework, kernels) in enumerate(answers):
+    answers = [("tensorflow", {"library": "Eigen", "isa": None, "read": "q"}, ""),
+               ("tensorflow", {"library": "oneDNN", "isa": None, "read": "q"}, ""),
+               ("mxnet", {"error": "AttributeError: no runtime"}, ""),
+               ("tensorflow", {"library": "Eigen", "isa": None, "read": "q"}, "paper-py39")]
+    for i, (framework, kernels, stack) in enumerate(answers):
         folder = tmp_path / ("cell%d" % i) / "node1" / "worker-0"
         folder.mkdir(parents=True)
         (folder / "result.json").write_text(json.dumps(
-            {"config": {"framework": framework}, "kernels": kernels}))
-    found = collect.kernels_seen(collect.results_of(tmp_path))
-    assert sorted(found["tensorflow"]["library"]) == ["Eigen", "oneDNN"]
-    assert found["mxnet"] == {"library": [], "isa": [], "read": "",
-                              "errors": ["AttributeError: no runtime"]}
+            {"config": {"framework": framework, "stack": stack}, "kernels": kernels}))
+    found = collect.kernels_seen(collect.results_of(tmp_path), ["current", "paper-py39"])
+    assert sorted(found["current"]["tensorflow"]["library"]) == ["Eigen", "oneDNN"]
+    assert found["current"]["mxnet"] == {"library": [], "isa": [], "read": "",
+                                         "errors": ["AttributeError: no runtime"]}
+    assert found["paper-py39"]["tensorflow"]["library"] == ["Eigen"]
 
 
 def test_the_cpu_is_read_from_proc_cpuinfo_as_the_kernels_see_it(tmp_path):

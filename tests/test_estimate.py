@@ -40,7 +40,7 @@ def test_a_cell_is_scaled_from_its_newest_earlier_run(tmp_path):
     earlier_run(tmp_path, "old", started=1.0, wall_step=2.0)
     earlier_run(tmp_path, "new", started=2.0)  # newest by start time, whatever its name
     earlier_run(tmp_path, "zzz-other-stack", stack="paper-py39", started=3.0, wall_step=9.0)
-    basis = estimate.history(tmp_path, "local", "current")
+    basis = estimate.history(tmp_path, "local", ["current"])
     paper = matrix.plan("paper", 3, systems="pytorch-sync", benchmarks="lenet5-cifar10")
     rows, total = estimate.plan_seconds(paper, basis)
     # 10 s start-up + 3,960 steps x 0.5 s + 14 s of the rest
@@ -52,7 +52,7 @@ def test_cells_without_a_basis_are_named(tmp_path):
     earlier_run(tmp_path, "new")
     quick = matrix.plan("quick", 3, systems="pytorch-sync,mxnet-sync",
                         benchmarks="lenet5-cifar10")
-    rows, total = estimate.plan_seconds(quick, estimate.history(tmp_path, "local", "current"))
+    rows, total = estimate.plan_seconds(quick, estimate.history(tmp_path, "local", ["current"]))
     assert [r[1] is None for r in rows] == [False, True]
     assert "1 without a basis: `invoke estimate`" in estimate.describe(rows, total)[-1]
 
@@ -71,7 +71,7 @@ def test_a_cell_never_run_gets_a_prior_scaled_by_the_slowest_node(tmp_path, monk
     monkeypatch.setattr(estimate, "PRIOR_STARTUP", 5.0)
     quick = matrix.plan("quick", 3, systems="pytorch-sync,mxnet-sync",
                         benchmarks="lenet5-cifar10")  # 30 steps, 10 profiled
-    history = estimate.history(tmp_path, "local", "current")
+    history = estimate.history(tmp_path, "local", ["current"])
     rows, total = estimate.plan_seconds(quick, history, probe(800.0, 200.0, 400.0))
     assert [r[2] for r in rows] == ["new", estimate.PRIOR]
     # half this machine's speed: start-up 5 x 2, 30 steps x 0.04, rest 3 + 2 x 10 x 0.04
@@ -101,7 +101,7 @@ def test_a_plan_with_no_basis_says_so_and_never_0_s():
 def test_max_hours_refuses_a_plan_too_long_or_unknown(tmp_path):
     earlier_run(tmp_path, "new")
     paper = matrix.plan("paper", 3, systems="pytorch-sync", benchmarks="lenet5-cifar10")
-    expected = estimate.plan_seconds(paper, estimate.history(tmp_path, "local", "current"))
+    expected = estimate.plan_seconds(paper, estimate.history(tmp_path, "local", ["current"]))
     commands._check_limit(expected, 1.0)  # 33.4 min: within an hour
     with pytest.raises(UserError, match=r"expected to take 33.4 min, over --max-hours 0.5"):
         commands._check_limit(expected, 0.5)

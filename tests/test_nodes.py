@@ -181,10 +181,17 @@ def test_a_run_reads_the_versions_of_its_own_stack(tmp_path):
     run.mkdir()
     (run / "manifest.json").write_text('{"stack": {"name": "current"}}')
     manifest = collect.finish_manifest(run, [nodes.connect(host)])
-    assert manifest["installed"][host.name]["pytorch"]["packages"]["torch"] == "2.13.0"
+    assert manifest["installed"]["current"][host.name]["pytorch"]["packages"]["torch"] == \
+        "2.13.0"
     assert manifest["host_facts"][host.name] == {"cpu_count": 2}
     (run / "manifest.json").write_text('{"stack": {"name": "paper"}}')  # never provisioned
-    assert collect.finish_manifest(run, [nodes.connect(host)])["installed"] == {host.name: None}
+    assert collect.finish_manifest(run, [nodes.connect(host)])["installed"] == {
+        "paper": {host.name: None}}
+    # a run of two stacks reads each one's
+    (run / "manifest.json").write_text('{"stacks": [{"name": "paper-py39"}, {"name": "current"}]}')
+    installed = collect.finish_manifest(run, [nodes.connect(host)])["installed"]
+    assert {s: v[host.name]["pytorch"]["packages"]["torch"] for s, v in installed.items()} == \
+        {"paper-py39": "1.7.1", "current": "2.13.0"}
 
 
 def test_a_service_that_needed_a_kill_is_recorded(tmp_path):

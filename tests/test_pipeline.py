@@ -5,6 +5,7 @@ stages run real cells is the local cluster's tests' (tests/test_local_cluster.py
 import pytest
 
 from contract.errors import RunIncomplete, UserError
+from harness.nodes.stacks import RunStacks
 from harness.plan import matrix, options
 from harness.plan.options import BenchOptions
 from harness.run import pipeline
@@ -13,7 +14,8 @@ from harness.run import pipeline
 
 
 def a_run(tmp_path, **given):
-    return pipeline.Run(tmp_path / "r", "r", [], None, BenchOptions(**given))
+    return pipeline.Run(tmp_path / "r", "r", [], RunStacks.load(["current"]),
+                        BenchOptions(**given))
 
 
 def test_a_failed_cell_stops_the_run_only_with_fail_fast_or_a_node_taken(tmp_path, monkeypatch):
@@ -75,7 +77,7 @@ def test_the_same_math_hook_plants_its_error_in_math_cells_only():
 
 def test_options_come_from_one_dataclass_with_their_checks():
     names = [f.name for f in options.on_command_line(BenchOptions)]
-    assert names[:5] == ["inventory", "stack", "size", "profile", "run"]
+    assert names[:6] == ["inventory", "stack", "stacks", "size", "profile", "run"]
     assert not {"hooks", "order_seed"} & set(names)
     parsed = BenchOptions.parsed(steps="21", profile_steps="0", max_hours="1.5", systems="a")
     assert (parsed.steps, parsed.profile_steps, parsed.max_hours) == (21, 0, 1.5)
@@ -103,3 +105,27 @@ def test_a_plan_refuses_a_choice_it_does_not_know():
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
         matrix.plan("smoke", 2, colour="red")
     assert [c.steps_per_epoch for c in matrix.plan("smoke", 2, steps=7)] == [7] * 5
+
+
+def test_each_cell_runs_under_its_own_stack_in_a_run_of_two():
+    """The stack is a factor like the system-mode: a run of two plans each cell under both,
+    each block holding both stacks' cells; a run of one plans cells that name none (their
+    ids stay those of runs before cells named a stack), which run under the run's stack."""
+    from harness import commands
+    two = RunStacks.load(["paper-py39", "current"])
+    cells = commands.plan_cells("verdict", 2, BenchOptions(
+        benchmarks="lenet5-cifar10", order_seed=3, stacks="paper-py39,current"))
+    assert len(cells) == 5 * 2 * 3
+    for repeat in range(3):
+        block = [c for c in cells if c.repeat == repeat]
+        assert block == cells[repeat * 10:(repeat + 1) * 10]  # blocks one after another
+        assert {(c.system, c.stack) for c in block} == {
+            (s, k) for s in matrix.SYSTEMS for k in ("paper-py39", "current")}
+    assert {two.of(c).name for c in cells} == {"paper-py39", "current"}
+    assert len({c.id for c in cells}) == len(cells)
+    (one,) = commands.plan_cells("smoke", 2, BenchOptions(systems="pytorch-sync",
+                                                            stack="current"))
+    assert one.stack == "" and one.id == CELL.id
+    assert RunStacks.load(["current"]).of(one).name == "current"
+    with pytest.raises(UserError, match="runs under stack paper-py39, which this run"):
+        RunStacks.load(["current"]).of(next(c for c in cells if c.stack == "paper-py39"))

@@ -11,7 +11,8 @@ import tarfile
 import time
 
 from .. import clusters
-from . import datasets, inventory, stacks, wheelhouse as wheels
+from . import datasets, inventory, wheelhouse as wheels
+from . import stacks as stacks_mod
 from ..plan import matrix
 from contract import codedigest
 from contract.errors import UserError
@@ -82,7 +83,7 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
         "stack_debian": stack.debian or {},
         "stack_envs": [{"framework": e.framework, "dirname": e.dirname, "packages": e.packages,
                         "pip_args": e.pip_args,
-                        "conda_env": stacks.conda_env_text(stack, e.framework)}
+                        "conda_env": stacks_mod.conda_env_text(stack, e.framework)}
                        for e in stack.envs.values()
                        if not frameworks or e.framework in frameworks],
         "bench_archive": str(stage_bench()),
@@ -93,16 +94,26 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
 
 
 def run(options):
-    """`invoke provision`; options: harness/plan/options.py ProvisionOptions. frameworks:
-    build the envs of these only (all of the stack's by default); wheelhouse: a folder of the
-    controller's where the envs' wheels are downloaded, and the nodes install from them with
-    no package index."""
-    stack = stacks.load(options.stack)
-    frameworks, wheelhouse = options.framework_list(), options.wheelhouse
-    check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
+    """`invoke provision`; options: harness/plan/options.py ProvisionOptions. Every stack of
+    the options (--stacks, or --stack) in turn. frameworks: build the envs of these only (all
+    of the stack's by default); wheelhouse: a folder of the controller's where the envs'
+    wheels are downloaded, and the nodes install from them with no package index."""
+    stacks = [stacks_mod.load(name) for name in options.stack_names()]
+    frameworks = options.framework_list()
+    for stack in stacks:
+        check_frameworks(stack, frameworks)  # a wrong name stops here, before any VM boots
     way = clusters.way(options.inventory)
-    way.prepare(stacks.box_envs)  # VMs up (Vagrant), their box holding DLBENCH_VM_BOX_ENVS
+    way.prepare(stacks_mod.box_envs)  # VMs up (Vagrant), their box holding DLBENCH_VM_BOX_ENVS
     inv = inventory.load(options.inventory)
+    outcomes = [provision_stack(options, stack, way, inv) for stack in stacks]
+    return {"seconds": sum(o["seconds"] for o in outcomes),
+            "recap": outcomes[-1]["recap"], "changed": sum(o["changed"] for o in outcomes),
+            "stacks": {s.name: o for s, o in zip(stacks, outcomes)}}
+
+
+def provision_stack(options, stack, way, inv):
+    """The playbook for one stack on the inventory's nodes."""
+    frameworks, wheelhouse = options.framework_list(), options.wheelhouse
     filled = wheels.fill(stack, frameworks, wheelhouse, conda_hosts(inv)) if wheelhouse \
         else None
     counts = node_counts(options.nodes, len(inv.hosts))

@@ -49,6 +49,38 @@ class Stack:
         return self.envs[framework]
 
 
+class RunStacks:
+    """The stacks a run's cells run under, in order: a cell names its own (Cell.stack); a cell
+    from a run before cells named one runs under the run's only stack."""
+
+    def __init__(self, stacks):
+        self.stacks = list(stacks)
+        self.by_name = {s.name: s for s in self.stacks}
+
+    @classmethod
+    def load(cls, names):
+        return cls(load(name) for name in names)
+
+    @property
+    def names(self):
+        return [s.name for s in self.stacks]
+
+    def of(self, cell):
+        if not cell.stack:
+            return self.stacks[0]
+        if cell.stack not in self.by_name:
+            raise UserError("cell %s runs under stack %s, which this run does not have (%s)"
+                            % (cell.id, cell.stack, ", ".join(self.names)),
+                            "resume the run with the version that started it")
+        return self.by_name[cell.stack]
+
+    def __iter__(self):
+        return iter(self.stacks)
+
+    def __len__(self):
+        return len(self.stacks)
+
+
 RELEASE = re.compile(r"^(?P<base>[A-Za-z0-9_.-]+)\+(?P<framework>[a-z]+)"
                      r"-(?P<release>[0-9][A-Za-z0-9.]*)$")
 

@@ -16,7 +16,7 @@ replace it as soon as the cells have run once.
 """
 from dataclasses import dataclass
 
-from contract import runfolder
+from contract import manifest as manifests, runfolder
 
 ESTIMATE_STEPS = 8  # `invoke estimate`: steps per cell (warm-up 2 included)
 
@@ -42,28 +42,37 @@ class Basis:
         return self.startup + cell.total_steps * self.wall_step + self.rest
 
 
-def key(settings):
+def key(settings, stack=""):
+    """A cell's key: its settings that set its duration; stack: the run's only stack, for a
+    cell that names none."""
     return (settings["benchmark"], settings["system"], settings["nodes"],
-            settings.get("link") or "")
+            settings.get("link") or "", settings.get("stack") or stack)
 
 
-def history(results, inventory_name, stack_name):
-    """key -> Basis from the newest run (by start time) of each cell on this inventory/stack."""
+def history(results, inventory_name, stack_names):
+    """key -> Basis from the newest run (by start time) of each cell on this inventory under
+    one of these stacks."""
     found = {}
     for manifest, run in sorted(_runs(results), key=lambda m_r: m_r[0].get("started") or 0):
-        if ((manifest.get("inventory") or {}).get("name") != inventory_name
-                or (manifest.get("stack") or {}).get("name") != stack_name):
+        names = manifests.stack_names(manifest)
+        if (manifest.get("inventory") or {}).get("name") != inventory_name or \
+                not set(names) & set(stack_names):
             continue
         timings = _timings(run)
         for status in run.statuses():
-            settings = status.get("settings") or {}
+            # a cell of a run from before cells named their stack ran under its only one
+            settings = dict(status.get("settings") or {})
+            settings["stack"] = settings.get("stack") or names[0]
             timing = timings.get(status.get("cell_id"))
-            if status.get("status") != "succeeded" or not timing or not settings:
+            if status.get("status") != "succeeded" or not timing or \
+                    not status.get("settings") or settings["stack"] not in stack_names:
                 continue
             steps = timing["steps"] or settings["epochs"] * settings["steps_per_epoch"]
             rest = max(0.0, status.get("seconds", 0.0) - timing["startup"]
                        - steps * timing["wall_step"])
             found[key(settings)] = Basis(run.name, timing["startup"], timing["wall_step"], rest)
+            if len(names) == 1:  # a run of one stack's cells name none: found by either key
+                found[key(dict(settings, stack=""))] = found[key(settings)]
     return found
 
 
@@ -91,12 +100,13 @@ def slowness(probe):
     return ratio if ratio >= SLOW_NODES else 1.0
 
 
-def plan_seconds(cells, basis, probe=None):
+def plan_seconds(cells, basis, probe=None, stack=""):
     """[(cell, seconds or None, run id of the basis or PRIOR or None)] and the total of the
-    known; with the nodes' contention probe, a cell without a basis gets a prior."""
+    known; with the nodes' contention probe, a cell without a basis gets a prior. stack: the
+    run's first, the stack of a cell that names none."""
     rows = []
     for cell in cells:
-        found = basis.get(key(cell.settings)) or prior(cell, probe)
+        found = basis.get(key(cell.settings, stack)) or prior(cell, probe)
         rows.append((cell, found.seconds(cell) if found else None,
                      found.run_id if found else None))
     return rows, sum(s for _, s, _ in rows if s is not None)

@@ -20,11 +20,16 @@ NETWORKS_BUILT = {name: tuple(f["networks"]) for name, f in registry.frameworks(
 STEP_BOUND = {"lenet5": 2, "alexnet": 20, "resnet18": 20, "resnet50": 40}
 STARTUP_BOUND = 300
 
+# The sizes that measure run every cell under the paper's releases and under today's, each
+# stack a factor of every random block (the command line's --stack or --stacks picks others);
+# the sizes that check the machinery run today's alone.
+PAPER_AND_TODAY = ("paper-py39", "current")
+
 PROFILES = {
     # Tables III and IV of the paper.
     "paper": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS),
               "epochs": paper.EPOCHS, "steps": paper.STEPS_PER_EPOCH, "warmup": 10, "data": "real",
-              "profile_steps": 20},
+              "profile_steps": 20, "stacks": PAPER_AND_TODAY},
     "quick": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 1,
               "steps": 30, "warmup": 5, "data": "synthetic", "profile_steps": 10},
     # adaptive (issue 16): per cell, two or more short epochs over a subset of each shard (the
@@ -45,7 +50,7 @@ PROFILES = {
     "verdict": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 2,
                 "steps": 16, "steps_by_network": {"lenet5": 64}, "warmup": 1,
                 "data": "real", "profile_steps": 5, "calibration_steps": 5, "precision": 0.02,
-                "max_epochs": 2, "repeats": 3},
+                "max_epochs": 2, "repeats": 3, "stacks": PAPER_AND_TODAY},
     # the same-math check (selfcheck/math_check.py): 30 steps from one set of weights and one
     # batch order in every system-mode; losses and final weights compared, no timing
     "math": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
@@ -104,6 +109,7 @@ class Cell:
     # compute threads per worker (0: the node's vCPUs, the package's thread budget)
     environment: str = ""
     threads: int = 0
+    stack: str = ""  # the version set (stacks/<name>.yml); "" in runs from before cells had one
 
     @property
     def settings(self):
@@ -114,7 +120,7 @@ class Cell:
         settings = self.settings
         del settings["profile_steps"]  # run after the timed steps: it changes no measurement
         for optional in ("link", "precision", "max_epochs", "math", "environment",
-                         "threads", "calibration_steps"):
+                         "threads", "calibration_steps", "stack"):
             if not settings[optional]:
                 del settings[optional]  # ids of cells without them stay what they were
         text = json.dumps(settings, sort_keys=True)
@@ -155,7 +161,8 @@ class Choice:
     options, harness/plan/options.py) and what the package's own callers set. environment:
     framework -> "NAME=value;..." (a factor's level, invoke explain); repeats: the size's (the
     verdict size's 3, else 1) unless given; order_seed: with repeats, each repeat is a block of
-    every cell, in a random order drawn from it (seed + repeat)."""
+    every cell, in a random order drawn from it (seed + repeat); stacks: the version sets every
+    cell runs under, each a cell of its own in every block (None: cells that name none)."""
     benchmarks: str = None
     systems: str = None
     epochs: int = None
@@ -168,6 +175,7 @@ class Choice:
     environment: dict = None
     threads: int = 0
     order_seed: int = None
+    stacks: list = None
 
 
 def plan(profile, nodes, **given):
@@ -201,14 +209,15 @@ def plan(profile, nodes, **given):
                         math=spec.get("math", False),
                         environment=(choice.environment or {}).get(framework, ""),
                         threads=choice.threads)
-            cells.append(base)
+            cells += [replace(base, stack=stack) for stack in choice.stacks or [""]]
     repeats = choice.repeats or spec.get("repeats", 1)
     # networks outermost: the links are reshaped once per setting, not once per cell; within
     # a setting, randomized complete blocks (issue 54): repeat r of every cell runs before
     # repeat r + 1 of any, each block in its own seeded random order. Within a block neither
     # the machine's slow drift nor what ran just before biases one system-mode; drift between
     # blocks is a block effect that cancels in a ratio of two cells (analysis/stats.py,
-    # paired). Without a seed: the whole matrix in order, then again.
+    # paired). The stack is a factor like the system-mode: both stacks' cells share each
+    # block. Without a seed: the whole matrix in order, then again.
     return [cell for n in choice.networks or [""] for k in choice.node_counts or [nodes]
             for r in range(repeats)
             for cell in in_order([replace(c, repeat=r, link=n, nodes=k) for c in cells],

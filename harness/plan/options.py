@@ -11,8 +11,8 @@ CHOOSING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "node
 # how a run goes, not what it is: left out of the manifest
 RUNNING = ("dry_run", "fail_fast", "retry_failed", "force", "max_hours")
 # where it runs and what with: the manifest records them itself, a batch script on its own
-WHERE = ("inventory", "stack", "size", "profile", "run", "results", "partition", "sbatch",
-         "submit")
+WHERE = ("inventory", "stack", "stacks", "size", "profile", "run", "results", "partition",
+         "sbatch", "submit")
 FLAGS = ("fail_fast", "retry_failed", "force")  # the ones a batch script passes on
 # whole numbers on the command line, and the least each may be (check_positive)
 COUNTS = {"epochs": 1, "steps": 1, "timeout": 1, "repeats": 1, "profile_steps": 0}
@@ -29,6 +29,9 @@ HELP = {  # the options several tasks share
     "inventory": "inventory name in inventory/ ({inventories}) or a path to an Ansible YAML "
                  "inventory [invoke.yaml: local]",
     "stack": "version set in stacks/ ({stacks}) [invoke.yaml: current]",
+    "stacks": "comma-separated version sets, every cell run under each, the stack a factor of "
+              "every random block [the verdict and paper sizes: {paper_and_today}; the others: "
+              "--stack]",
     "size": "the run's size: smoke (the five system-modes on LeNet-5, {smoke}), quick (all 30 "
             "cells, {quick}), verdict (all 30 cells, {verdict}: a projection of paper) or "
             "paper (Tables III-IV: {paper}) [invoke.yaml: smoke]",
@@ -56,6 +59,7 @@ class BenchOptions:
     field with help, and the whole object travels to harness/commands.py."""
     inventory: str = common("inventory")
     stack: str = common("stack")
+    stacks: str = common("stacks")
     size: str = common("size")
     profile: str = common("profile")
     run: str = option(help="run id (default: a new one, the start time); an existing run is "
@@ -133,6 +137,10 @@ class BenchOptions:
                             "plan others" % (run_name, ", --".join(chosen)),
                             "leave them out to resume it, or start a new run (no --run)")
 
+    def stack_names(self):
+        """The version sets the run's cells run under, in order."""
+        return stack_names(self.stacks, self.stack)
+
     def manifest(self):
         """What the run's manifest records of them (its cells are listed on their own)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
@@ -148,6 +156,12 @@ class BenchOptions:
                 continue
             args += ["--" + name.replace("_", "-"), str(value)]
         return args + ["--" + k.replace("_", "-") for k in FLAGS if getattr(self, k)]
+
+
+def stack_names(stacks, stack):
+    """--stacks as a list, or --stack alone."""
+    names = [s.strip() for s in str(stacks).split(",") if s.strip()] if stacks else [stack]
+    return list(dict.fromkeys(names))
 
 
 def check_hours(value):
@@ -183,6 +197,7 @@ class ProvisionOptions:
     """`invoke provision`'s options."""
     inventory: str = common("inventory")
     stack: str = common("stack")
+    stacks: str = common("stacks")
     size: str = common("size")
     profile: str = common("profile")
     data: str = common("data")
@@ -196,6 +211,9 @@ class ProvisionOptions:
                                   "stack needs into this folder here, push them, and install "
                                   "from them alone (docs/reproducing.md)")
     check: bool = option(False)  # ansible-playbook --check
+
+    def stack_names(self):
+        return stack_names(self.stacks, self.stack)
 
     def framework_list(self):
         return self.frameworks.split(",") if isinstance(self.frameworks, str) \

@@ -46,7 +46,8 @@ def git_state():
             "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
-def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
+def start_manifest(path, inv, stacks, profile, cells, options, link_mbit=None):
+    """stacks: the run's, in order (harness/nodes/stacks.py RunStacks)."""
     RunFolder(path).write_manifest({
         "results_format": RESULTS_FORMAT,
         "run_id": path.name,
@@ -56,15 +57,16 @@ def start_manifest(path, inv, stack, profile, cells, options, link_mbit=None):
         "inventory": {"name": inv.name, "path": str(inv.path),
                       "hosts": [h.public() for h in inv.hosts], "layout": inv.layout(),
                       "left_out": inv.dropped},
-        "stack": {"name": stack.name, "python": stack.python,
-                  "declared": {f: e.packages for f, e in stack.envs.items()}},
+        "stacks": [{"name": stack.name, "python": stack.python,
+                    "declared": {f: e.packages for f, e in stack.envs.items()}}
+                   for stack in stacks],
         "profile": profile,
         "cells": [dict(c.settings, id=c.id, config_hash=c.config_hash,
                        link_mbit=(link_mbit or {}).get(c.id)) for c in cells],
         # what the analysis needs to know of each system-mode, as this run knew it
         "systems": registry.for_manifest(c.system for c in cells),
         "started": time.time(),
-        "same_math": same_math_record(stack.name),
+        "same_math": {stack.name: same_math_record(stack.name) for stack in stacks},
         "code_digest": codedigest.digest(),  # bench/ here; pre-flight made the nodes' match
         "vm": vm_record(inv.name),
     })
@@ -98,14 +100,14 @@ def keep_slurm_accounting(path):
 def finish_manifest(path, nodes):
     run = RunFolder(path)
     manifest = run.manifest()
-    stack = (manifest.get("stack") or {}).get("name")
     manifest["host_facts"] = {node.name: _node_json(node, nodefolder.FACTS) for node in nodes}
-    # the versions of the envs of the run's own stack (provisioning writes one file per stack)
-    manifest["installed"] = {node.name: _node_json(node, "envs-%s.json" % stack)
-                             for node in nodes}
+    # the versions of the envs of each of the run's stacks (provisioning writes one file each)
+    manifest["installed"] = {stack: {node.name: _node_json(node, "envs-%s.json" % stack)
+                                     for node in nodes}
+                             for stack in manifests.stack_names(manifest)}
     results = results_of(path)  # every process's result.json, read once for the three
     manifest["cpu"] = cpus_seen(results)
-    manifest["kernels"] = kernels_seen(results)
+    manifest["kernels"] = kernels_seen(results, manifests.stack_names(manifest))
     manifest["code_ran"] = sorted({r["code_digest"] for _, r in results if r.get("code_digest")})
     manifest["setup"] = setup_flags(manifest)
     manifest["interference"] = {s["cell_id"]: {"nodes": s.get("interference") or {},
@@ -136,17 +138,19 @@ def cpus_seen(results):
     return {node: result["cpu"] for node, result in results if result.get("cpu")}
 
 
-def kernels_seen(results):
-    """framework -> {library: [...], isa: [...], read, errors: [...]}: the kernel libraries
-    and instruction sets its training processes said they used (bench/common/runner.py
-    read_kernels), every distinct answer of the run, so that a mix shows."""
+def kernels_seen(results, stack_names):
+    """stack -> framework -> {library: [...], isa: [...], read, errors: [...]}: the kernel
+    libraries and instruction sets its training processes said they used (bench/common/
+    runner.py read_kernels), every distinct answer of the run, so that a mix shows. A process
+    of a cell that names no stack ran under the run's only one."""
     found = {}
     for _, result in results:
-        framework = (result.get("config") or {}).get("framework")
-        kernels = result.get("kernels")
+        config = result.get("config") or {}
+        framework, kernels = config.get("framework"), result.get("kernels")
         if not framework or not kernels:
             continue
-        seen = found.setdefault(framework, {"library": [], "isa": [], "read": "",
+        stack = found.setdefault(config.get("stack") or stack_names[0], {})
+        seen = stack.setdefault(framework, {"library": [], "isa": [], "read": "",
                                             "errors": []})
         if kernels.get("error"):
             _add(seen["errors"], kernels["error"])
@@ -168,17 +172,19 @@ def _node_json(node, name):
 
 
 def setup_flags(manifest):
-    """The setup's deviations from the paper's (shared cores, link, versions, data, steps),
-    machine-readable, for other tools; the report shows the same (analysis/testbed.py)."""
+    """stack -> the setup's deviations from the paper's (shared cores, link, versions, data,
+    steps), machine-readable, for other tools; the report shows the same
+    (analysis/testbed.py)."""
     from analysis import testbed
-    return testbed.flags(testbed.describe(manifest))
+    return {name: testbed.flags(testbed.describe(manifests.view(manifest, name)))
+            for name in manifests.stack_names(manifest)}
 
 
 def check_format(path):
-    found = RunFolder(path).manifest().get("results_format")
-    if found != RESULTS_FORMAT:
-        raise UserError("%s was written by results format %s; this version reads %d"
-                        % (path, found, RESULTS_FORMAT),
+    found = read_json(Path(path) / runfolder.MANIFEST, {}).get("results_format")
+    if found not in manifests.READABLE:
+        raise UserError("%s was written by results format %s; this version reads %s"
+                        % (path, found, " and ".join(map(str, manifests.READABLE))),
                         "analyse it with the version that wrote it (manifest.json names the "
                         "git commit), or start a new run")
 
@@ -231,7 +237,7 @@ def build_records(path):
 def _base(manifest, cell):
     base = {k: cell.get(k) for k in schema.CELL_KEYS}
     base.update(run_id=manifest.get("run_id"), cell_id=cell["id"],
-                stack=manifest.get("stack", {}).get("name"))
+                stack=cell.get("stack") or (manifests.stack_names(manifest) or [None])[0])
     return base
 
 

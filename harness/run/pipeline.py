@@ -1,6 +1,6 @@
 """A run and its cells' pipeline.
 
-A Run owns what every cell of it shares: its folder, its nodes, the stack, bench's options, the
+A Run owns what every cell of it shares: its folder, its nodes, the stacks, bench's options, the
 contention probe and the estimates. Each cell goes through the same named stages:
 
     prepare -> launch and watch -> fetch -> judge -> record
@@ -69,9 +69,10 @@ class Run:
     (timeout and fail_fast are read here); basis: the estimates of earlier runs by cell key;
     probe: the run's contention probe; expected: estimate.plan_seconds' rows for the ETA."""
 
-    def __init__(self, path, run_id, nodes, stack, options, basis=None, probe=None,
+    def __init__(self, path, run_id, nodes, stacks, options, basis=None, probe=None,
                  expected=()):
-        self.path, self.run_id, self.nodes, self.stack = path, run_id, nodes, stack
+        """stacks: harness/nodes/stacks.py RunStacks, which gives each cell its stack."""
+        self.path, self.run_id, self.nodes, self.stacks = path, run_id, nodes, stacks
         self.options, self.basis, self.probe = options, basis or {}, probe
         self.seconds = {cell.id: s for cell, s, _ in expected}
         self.folder = RunFolder(path)
@@ -131,7 +132,7 @@ class Run:
     def bounds(self, cell):
         """The cell's stall bounds, from its estimate (an earlier run's, else the prior)."""
         return stall.Bounds.for_cell(
-            cell, self.basis.get(estimate.key(cell.settings)) or
+            cell, self.basis.get(estimate.key(cell.settings, self.stacks.of(cell).name)) or
             estimate.prior(cell, self.probe), estimate.slowness(self.probe))
 
     def run_cell(self, cell, after=(0.0, 0)):
@@ -197,7 +198,7 @@ class CellRun:
         for hook in self.run.options.hooks or ():
             extra.update(hook.cell_config(self.cell, shards["classes"]))
         return launch.prepare(
-            self.cell, self.run.run_id, self.run.nodes, self.run.stack, shards,
+            self.cell, self.run.run_id, self.run.nodes, self.run.stacks.of(self.cell), shards,
             launch.lease_seconds(self.bounds),
             launch.calibrate_together(self.run.probe, self.bounds,
                                       self.run.nodes[:self.cell.nodes]), extra)

@@ -26,9 +26,10 @@ class CellProgress:
         self._last_line = 0.0
 
     def __enter__(self):
-        self.console.print("[bold]%s[/bold]  %s on %d nodes, %d steps"
+        self.console.print("[bold]%s[/bold]  %s on %d nodes, %d steps%s"
                            % (self.cell.id, self.cell.system, self.cell.nodes,
-                              self.cell.total_steps))
+                              self.cell.total_steps,
+                              ", stack %s" % self.cell.stack if self.cell.stack else ""))
         if self.console.is_terminal:
             self.live = Live(console=self.console, refresh_per_second=2, transient=False)
             self.live.__enter__()
