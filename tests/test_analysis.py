@@ -1423,6 +1423,22 @@ def test_table_iis_parameter_counts_are_a_deviation_of_those_benchmarks_communic
     assert found["benchmarks"] == ["alexnet-cifar10"]
     assert found["text"].startswith("alexnet: Table II gives alexnet 62M parameters; the "
                                     "package's networks have alexnet 57.0M")
+    # the head is not all of AlexNet's difference: with 1,000 outputs it has 61.1M
+    assert "alexnet 61.1M with 1,000 outputs" in found["text"]
+    assert "feature layers (64-192-384-256-256 channels) hold 1.28M fewer" in found["text"]
+    assert "the layers before the last are the same" not in found["text"]
+    both = dict(manifest, cells=[{"system": "pytorch-sync", "benchmark": b} for b in (
+        "alexnet-cifar10", "resnet50-cifar10", "resnet50-cifar100")])
+    (found_both,) = [d for d in testbed.describe(both)["deviations"]
+                     if d["key"] == "parameters"]
+    assert "(resnet50 23.7M with CIFAR-100's 100)" in found_both["text"]
+    assert "for resnet50 the layers before the last are the same" in found_both["text"]
+    # the first screen's effect states the range of these benchmarks' shortfalls
+    table = testbed.TABLE_II
+    short = [1 - table[n]["counts"][c] / (float(table[n]["paper"].rstrip("M")) * 1e6)
+             for n, c in (("alexnet", 10), ("resnet50", 10), ("resnet50", 100))]
+    assert answer.EFFECT["parameters"].startswith("%.1f-%.1f%% fewer parameters" % (
+        100 * min(short), 100 * max(short)))
     context = {"deviations": [found]}
     reference = claims.load_reference()
     by_id = {c["id"]: c for c in reference["sections"]}
