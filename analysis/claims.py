@@ -409,9 +409,10 @@ def claim_systems(claim):
     than the others"), which measures them all."""
     if claim.get("fastest") or claim.get("slower_than_all_others"):
         return set(registry.systems())
-    found = {s for k in ("numerator", "denominator", "faster") if claim.get(k)
+    found = {s for k in ("numerator", "denominator", "faster", "least") if claim.get(k)
              for s in sides(claim[k])}
-    return found | set(claim.get("more") or ()) | set(claim.get("than") or ())
+    return found | set(claim.get("more") or ()) | set(claim.get("than") or ()) | \
+        set(claim.get("among") or ())
 
 
 def _row(claim, paper, tolerance, context, kind):
