@@ -72,8 +72,9 @@ def coverage_text(path=COVERAGE):
             kind = re.split(r"[:(]", s["why"])[0].strip()
             reasons[kind] = reasons.get(kind, 0) + 1
     return ("Coverage of the paper (`analysis/reference/coverage.yml`, each with its quote): "
-            "%d statements (sections V-A to VII in full, Tables II-V, the abstract's figures and "
-            "setup facts of III-A and IV); %d "
+            "%d statements (sections V-A to VII in full, but for sentences that only point to a "
+            "figure or another section; Tables II-V; the abstract's figures and setup facts of "
+            "III-A and IV); %d "
             "encoded as claims (above, and the operator claims in their own section); "
             "%d not: %s." % (len(statements), encoded, len(statements) - encoded, "; ".join(
                 "%d %s" % (n, k) for k, n in sorted(reasons.items(), key=lambda i: -i[1]))))
@@ -408,9 +409,10 @@ def claim_systems(claim):
     than the others"), which measures them all."""
     if claim.get("fastest") or claim.get("slower_than_all_others"):
         return set(registry.systems())
-    found = {s for k in ("numerator", "denominator", "faster") if claim.get(k)
+    found = {s for k in ("numerator", "denominator", "faster", "least") if claim.get(k)
              for s in sides(claim[k])}
-    return found | set(claim.get("more") or ()) | set(claim.get("than") or ())
+    return found | set(claim.get("more") or ()) | set(claim.get("than") or ()) | \
+        set(claim.get("among") or ())
 
 
 def _row(claim, paper, tolerance, context, kind):

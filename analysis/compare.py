@@ -48,7 +48,8 @@ def build(run_a, run_b, out=None, quiet=False):
 
 
 def load(run_path):
-    """A run's manifest, setup, groups (the paper's network setting), operator table, claims."""
+    """A run's manifest, setup, groups (the assumed link: the paper states none), operator
+    table, claims."""
     run_path = Path(run_path)
     whole = RunFolder(run_path).manifest()
     names = manifests.stack_names(whole)
@@ -65,8 +66,8 @@ def load(run_path):
 
 
 def evaluate(records, manifest):
-    """Records -> setup, groups (the paper's network setting), operator table and claims
-    ({id: row}); also for a subset of a run's records (invoke explain's settings)."""
+    """Records -> setup, groups (the assumed link: the paper states none), operator table and
+    claims ({id: row}); also for a subset of a run's records (invoke explain's settings)."""
     cells = tidy.cell_table(records)
     groups = tidy.reference_groups(tidy.group_table(cells))
     bed = testbed.describe(manifest)

@@ -73,7 +73,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
 
     bed = testbed.describe(manifest)
     figures.stamp("")  # no caveat of an earlier report in this process
-    main = tidy.reference_groups(groups)  # the paper's network setting
+    main = tidy.reference_groups(groups)  # the assumed link (the paper states none)
     ids = cell_ids(manifest)
     spent, moved = _minutes(cells_seconds(run_path, ids)), explain.moves(run_path)
     profile = operator_profile(records, cells, bed)

@@ -377,8 +377,8 @@ def _spread(values):
 
 
 def reference_groups(groups):
-    """The groups the paper's figures and claims use: unshaped or 1 Gbit/s links (the paper's
-    network), else the first link setting of the run."""
+    """The groups the paper's figures and claims use: unshaped or 1 Gbit/s links (the
+    package's assumption: the paper states no link), else the first link setting of the run."""
     if groups.empty:
         return groups
     groups = groups[groups.nodes == groups.nodes.max()]  # the paper ran on all its nodes

@@ -1,6 +1,8 @@
 """The Gluon model zoo's ResNet-18 and ResNet-50 (v1) against bench/mxnet/models.py
 (bench/reference.py). The zoo's v1 bottleneck puts the stride on its first 1x1
-convolution, the package's (v1.5, as the paper's counts imply) on the 3x3: v1 does less work."""
+convolution, the package's on the 3x3: v1 does less work. v1.5 is the package's choice, as
+torchvision writes it: the paper names no variant, and v1 and v1.5 have the same parameter
+counts, so Table II's cannot tell them apart."""
 import mxnet as mx
 from mxnet import autograd, gluon
 

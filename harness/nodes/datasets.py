@@ -247,7 +247,7 @@ def write_shards(records, s, workers, out, seed, ds_id):
         path.write_bytes(shard.tobytes())
         entries.append({"rank": rank, "file": path.name, "images": len(shard),
                         "md5": md5sum(path)})
-    # Asynchronous TensorFlow workers each read the whole training set (paper, section IV)
+    # Asynchronous TensorFlow workers each read the whole training set (paper, section III-A)
     full = out / full_name(workers)
     full.write_bytes(b"".join(shard.tobytes() for shard in shards))
     meta = {"dataset": s.name, "id": ds_id, "workers": workers, "label_bytes": s.label_bytes,
