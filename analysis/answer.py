@@ -57,6 +57,16 @@ def run_line(manifest, bed, minutes):
                 minutes))
 
 
+def indicative(groups):
+    """", indicative" where a cell has one usable repeat and its interval knows the steps of
+    that run only (run-to-run variation measured neither in the run nor by an interval check):
+    every verdict then says so, the operator claims' too."""
+    if not len(groups):
+        return ""
+    return ", indicative" if (groups.interval[groups.succeeded > 0]
+                              == "steps of one run").any() else ""
+
+
 def tally(rows):
     """'3 reproduced, 5 inconclusive, 29 not measured' in a fixed order of the verdicts."""
     return _counted([r["verdict"] for r in rows], ["reproduced", "not reproduced",

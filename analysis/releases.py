@@ -139,8 +139,8 @@ def short_label(claim):
         dens = claims.sides(den)
         what = "%s / %s" % (system_words(num), system_words(dens[0]) if len(dens) == 1 else
                             FRAMEWORKS[registry.system(dens[0])["framework"]]["name"])
-    else:
-        what = claim["id"].replace("_", " ")
+    else:  # an order or memory claim: its own words are short
+        return claim["id"], claim["text"]
     return claim["id"], "%s: %s" % (place, what)
 
 
@@ -259,7 +259,7 @@ def first_screen(manifest, sides, rows, effects, png, built, spent):
     older, newer = sides[0], sides[-1]
     blocks = [("h1", "Reproduction report: run %s, the paper's releases and today's"
                % manifest.get("run_id")),
-              ("p", run_line(manifest, sides, spent))]
+              ("p", run_line(manifest, sides, spent) + evidence(manifest, sides))]
     for side, question in ((older, "Does the paper's software give its results?"),
                            (newer, "Do they hold with today's releases?")):
         blocks.append(("p", "**%s** Under %s: %s" % (question, stack_words(side),
@@ -286,6 +286,19 @@ def first_screen(manifest, sides, rows, effects, png, built, spent):
                         "operators, consistency): %s." % ", ".join(
                             "[%s](%s/report.md)" % (name, name) for name in built)))
     return blocks
+
+
+def evidence(manifest, sides):
+    """What the verdicts rest on, where it is less than a measurement: the smoke size, or
+    cells of one repeat whose run-to-run variation nothing measured (each stack's report
+    says each in full)."""
+    notes = []
+    if manifest.get("profile") == "smoke":
+        notes.append(" **The smoke size checks the machinery; it is not a measurement.**")
+    if any(answer.indicative(side["groups"]) for side in sides):
+        notes.append(" **Verdicts indicative:** run-to-run variation was not measured "
+                     "(one repeat per cell; `--size verdict` runs 3).")
+    return "".join(notes)
 
 
 def stack_words(side):

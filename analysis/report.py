@@ -102,7 +102,7 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     blocks += network_section(out, groups, records, cells, manifest, figure)
     blocks += scaling_section(out, groups, figure)
     section, table = operators_section(out, records, profile, planned, figure, moved,
-                                       indicative(main))
+                                       answer.indicative(main))
     blocks += section
     blocks += consistency_section(out, records, groups, table, manifest,
                                   network.table(groups, records, cells, manifest))
@@ -232,7 +232,7 @@ def evidence_notes(rows, groups, profile):
     """What the verdicts rest on: the smoke size checks the machinery; one repeat leaves
     run-to-run variation unmeasured; n claims on a 95% interval each. (notes, stamp for each
     verdict)."""
-    notes, stamp = [], indicative(groups)
+    notes, stamp = [], answer.indicative(groups)
     if profile == "smoke":
         notes.append("**The smoke size checks the machinery; it is not a measurement.** "
                      "A dozen steps per cell: the verdicts below show that every part runs "
@@ -259,16 +259,6 @@ def evidence_notes(rows, groups, profile):
                      "about %.1f of them would fall outside by chance alone." % (
                          count, 0.05 * count))
     return notes, stamp
-
-
-def indicative(groups):
-    """", indicative" where a cell has one usable repeat and its interval knows the steps of
-    that run only (run-to-run variation measured neither in the run nor by an interval check):
-    every verdict then says so, the operator claims' too."""
-    if not len(groups):
-        return ""
-    return ", indicative" if (groups.interval[groups.succeeded > 0]
-                              == "steps of one run").any() else ""
 
 
 def _usable_repeats(groups):
