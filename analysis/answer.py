@@ -5,6 +5,8 @@ that claim apart from the common list."""
 import re
 from collections import Counter
 
+from . import claims
+
 # What each deviation of the setup is expected to do to the numbers: the package's
 # expectation, not a measurement and not the paper's (docs/methodology.md has the evidence
 # where there is some). One line each: the first screen lists them.
@@ -131,7 +133,7 @@ def decide_items(rows):
     for r in rows:
         if r["verdict"].startswith("inconclusive"):
             grouped.setdefault(r.get("decide") or "no estimate of the repeats that would "
-                               "decide it", []).append(r["id"])
+                               "decide it", []).append(claims.label(r["id"]))
     return ["%s: %s" % (how, ", ".join(ids)) for how, ids in sorted(grouped.items(), key=_fewest)]
 
 

@@ -19,6 +19,7 @@ takes the geometric mean of the per-benchmark ratios (the paper does not say how
 the arithmetic mean is in the basis). Every row names the deviations of the setup from the
 paper's that bear on it (testbed.py).
 """
+import functools
 import re
 from pathlib import Path
 
@@ -424,3 +425,82 @@ def _row(claim, paper, tolerance, context, kind):
             "tolerance": tolerance, "kind": kind, "deviation_list": bearing,
             # one key once: a deviation of two system-modes (placement) is two entries
             "deviations": "; ".join(dict.fromkeys(d["key"] for d in bearing))}
+
+
+
+# ---- short words for a claim (the forest plots, what would decide) ----------------------
+
+SHORT_NETWORKS = {"lenet5": "LeNet-5", "alexnet": "AlexNet", "resnet18": "ResNet-18",
+                  "resnet50": "ResNet-50"}
+
+
+def reference_claims():
+    """Every claim of the reference, in the paper's order: the headline, the sections', Table
+    V's, memory's and the operators'."""
+    found = load_reference()
+    return found.get("headline", []) + found.get("sections", []) + \
+        (found.get("table_v") or {}).get("claims", []) + found.get("memory", []) + \
+        found.get("operators", [])
+
+
+@functools.lru_cache(maxsize=1)
+def reference_by_id():
+    return {c["id"]: c for c in reference_claims()}
+
+
+def system_words(system):
+    """'TensorFlow sync', 'PyTorch' (a framework of one mode: its name alone)."""
+    entry = registry.system(system)
+    modes = [s for s in registry.systems().values() if s["framework"] == entry["framework"]]
+    name = registry.frameworks()[entry["framework"]]["name"]
+    return name if len(modes) == 1 else "%s %s" % (name, entry["mode"])
+
+
+def benchmark_words(benchmarks):
+    """'LeNet-5', 'ResNet-18' (both of its datasets), 'ResNet-50/C100'."""
+    by_network = {}
+    for benchmark in benchmarks:
+        network, dataset = benchmark.split("-", 1)
+        by_network.setdefault(network, []).append(dataset)
+    every = {}
+    for benchmark in PAPER_BENCHMARKS:
+        network, dataset = benchmark.split("-", 1)
+        every.setdefault(network, []).append(dataset)
+    datasets_seen = {d for ds in by_network.values() for d in ds}
+    if len(by_network) > 1 and len(datasets_seen) == 1 and all(
+            n.startswith("resnet") for n in by_network):
+        return "ResNets/C%s" % datasets_seen.pop().replace("cifar", "")
+    words = []
+    for network, datasets in by_network.items():
+        name = SHORT_NETWORKS.get(network, network)
+        words += [name] if sorted(datasets) == sorted(every.get(network, [])) else [
+            "%s/C%s" % (name, d.replace("cifar", "")) for d in datasets]
+    return ", ".join(words)
+
+
+def short_label(claim):
+    """(id, words a reader can scan): 'LeNet-5: MXNet sync / TensorFlow sync' (numerator /
+    denominator), 'Table V comm.: ...'; an order or memory claim: its own text."""
+    where = claim.get("benchmarks")
+    place = "6 benchmarks" if not where else benchmark_words(where)
+    if claim.get("category"):
+        place += " " + claim["category"].replace("_", " ")
+    elif claim.get("measure") == "communication" or "comm" in claim["id"]:
+        place += " comm."
+    if claim["id"].startswith("comm_"):
+        place = "Table V comm."
+    num, den = claim.get("numerator"), claim.get("denominator")
+    if num and den:
+        dens = sides(den)
+        what = "%s / %s" % (system_words(num), system_words(dens[0]) if len(dens) == 1 else
+                            registry.frameworks()[registry.system(dens[0])["framework"]]["name"])
+    else:  # an order or memory claim: its own words are short
+        return claim["id"], claim["text"]
+    return claim["id"], "%s: %s" % (place, what)
+
+
+def label(claim_id):
+    """A claim's short words, by id (the id itself where the reference has no such claim)."""
+    found = reference_by_id().get(claim_id)
+    return short_label(found)[1] if found else claim_id
+

@@ -104,8 +104,8 @@ def differences(a, b):
 
 
 def paper_era(bed):
-    """Whether every framework ran at the paper's release line (major.minor: torch 1.7.1 is
-    of 1.7.0's era, 2021); None where a run recorded no versions."""
+    """Whether every framework ran at the paper's release line (major.minor, IV-A: torch 1.7.1
+    is of 1.7.0's line); None where a run recorded no versions."""
     def line(version):
         return tuple(str(version).split(".")[:2])
     versions = [v for v in bed["versions"].values() if v["run"]]
@@ -209,7 +209,7 @@ def claim_rows(a, b):
             said += ": a finding about 2021's software"
         said += direction_text(row_a, row_b, a["label"], b["label"])
         rows.append({"id": claim_id, "text": row_a["text"], "kind": row_a["kind"],
-                     "paper": row_a["paper"],
+                     "section": row_a.get("section", ""), "paper": row_a["paper"],
                      "a_measured": row_a["measured"], "a_low": row_a.get("low"),
                      "a_high": row_a.get("high"), "a_verdict": row_a["verdict"],
                      "b_measured": row_b["measured"], "b_low": row_b.get("low"),
@@ -399,7 +399,7 @@ def setup_blocks(a, b):
     la, lb = a["label"], b["label"]
     sa, sb = _stack_facts(a), _stack_facts(b)
     stack = [[k, sa.get(k, "-"), sb.get(k, "-")] for k in sorted(set(sa) | set(sb))]
-    era = {True: "the paper's (2021)", False: "newer", None: "not recorded"}
+    era = {True: "the paper's", False: "newer", None: "not recorded"}
     stack.append(["release lines", era[a.get("era")], era[b.get("era")]])
     found = differences(a, b)
     blocks = [("h2", "What differs"),
@@ -421,9 +421,10 @@ def setup_blocks(a, b):
 
 
 def claims_table(rows, la, lb):
-    return ("table", ["claim", "paper", "%s" % la, "interval", "verdict", "%s" % lb,
+    return ("table", ["claim", "section", "paper", "%s" % la, "interval", "verdict", "%s" % lb,
                       "interval", "verdict", "change", "interval", "answer"],
-            [[r["text"], render.value_text(r["paper"]), render.value_text(r["a_measured"]),
+            [[r["text"], r.get("section", ""), render.value_text(r["paper"]),
+              render.value_text(r["a_measured"]),
               render.range_text(r["a_low"], r["a_high"], "%.2f"), r["a_verdict"],
               render.value_text(r["b_measured"]), render.range_text(r["b_low"], r["b_high"], "%.2f"),
               r["b_verdict"], render.number(r["change"], "%.2fx"),

@@ -8,6 +8,7 @@ import numpy as np  # noqa: E402
 
 import registry  # noqa: E402
 
+from . import claims  # noqa: E402
 from .tidy import PHASES  # noqa: E402
 
 SYSTEM_ORDER = registry.ordered(registry.systems())
@@ -248,7 +249,7 @@ def claims_forest(rows, out_stem, caveats=""):
     claims (no number in the paper) are left to the table."""
     import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
     ratio = [r for r in rows if isinstance(r.get("paper"), (int, float))]
-    fig, ax = plt.subplots(figsize=(8.5, 0.32 * len(ratio) + 1.4))
+    fig, ax = plt.subplots(figsize=(11, 0.4 * len(ratio) + 1.4))
     for y, row in enumerate(reversed(ratio)):
         paper, tol = float(row["paper"]), float(row["tolerance"] or 0.0)
         ax.fill_betweenx([y - 0.3, y + 0.3], paper / (1 + tol), paper * (1 + tol),
@@ -266,13 +267,14 @@ def claims_forest(rows, out_stem, caveats=""):
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.axvline(1.0, color="grey", lw=0.6, ls=":")
     ax.set_yticks(range(len(ratio)))
-    ax.set_yticklabels(["%s [%s]" % (r["id"], r["verdict"]) for r in reversed(ratio)],
-                       fontsize=6)
+    ax.set_yticklabels(["%s [%s]" % (claims.label(r["id"]), r["verdict"])
+                        for r in reversed(ratio)], fontsize=9)
+    ax.tick_params(axis="x", labelsize=9)
     ax.set_ylim(-0.7, len(ratio) - 0.3)
     ax.set_xlabel("ratio (log): measured, black, with its 95% interval; paper, purple diamond; "
-                  "tolerance band, grey", fontsize=7)
-    ax.set_title("The paper's claims%s" % (" (%s)" % caveats if caveats else ""), fontsize=9)
-    fig.subplots_adjust(left=0.42, right=0.97, top=1 - 0.5 / fig.get_figheight(),
+                  "tolerance band, grey", fontsize=9)
+    ax.set_title("The paper's claims%s" % (" (%s)" % caveats if caveats else ""), fontsize=10)
+    fig.subplots_adjust(left=0.5, right=0.97, top=1 - 0.5 / fig.get_figheight(),
                         bottom=0.75 / fig.get_figheight())
     return save(fig, out_stem)
 

@@ -1,14 +1,15 @@
-"""One run under the paper's releases and today's (`--stacks`, the verdict and paper sizes'
-default: every cell under each stack, the stack a factor of every random block). Its first
-screen answers the two questions a reviewer asks, in order: does the paper's software, run as
-the paper says, give its result (the tally under the stack of the paper's release lines)? Does
-the finding still hold with today's releases (the tally under today's)? Then every claim whose
-verdict differs between the two: the change (today's ratio over 2021's, with its interval) and
-what moves it, as measured in the run: each framework's release on its own cells.
+"""One run under the paper's release lines and today's (`--stacks`, the verdict and paper
+sizes' default: every cell under each stack, the stack a factor of every random block). Its
+first screen answers the two questions a reviewer asks, in order: does the paper's software,
+run as the paper says, give its result (the tally under the stack of the paper's release
+lines, IV-A)? Does the finding still hold with today's releases (the tally under today's)?
+Then every claim whose verdict differs between the two: the change (today's ratio over the
+ratio under the paper's release lines, with its interval) and what moves it, as measured in
+the run: each framework's release on its own cells.
 
 A claim's ratio compares two system-modes, which run in processes of their own, so that today's
-ratio over 2021's is the numerator's release effect over the denominator's, each that
-system-mode's time under today's stack over its time under 2021's (the package's reading: the
+ratio over the paper's is the numerator's release effect over the denominator's, each that
+system-mode's time under today's stack over its time under the paper's (the package's reading: the
 two share only the machine, which the random blocks spread over both). A framework whose
 kernels differ between the stacks (registry `kernels_deviation`) changed them with its
 release here: what is the release and what the kernels is `invoke explain --factors <that
@@ -25,8 +26,6 @@ from contract import manifest as manifests
 from . import answer, claims, compare, figures, render, stats
 
 FRAMEWORKS = registry.frameworks()
-SHORT_NETWORKS = {"lenet5": "LeNet-5", "alexnet": "AlexNet", "resnet18": "ResNet-18",
-                  "resnet50": "ResNet-50"}
 # what explain's repeats of each setting cost, as the verdict size's (its default 3)
 EXPLAIN_REPEATS = 3
 
@@ -43,7 +42,7 @@ def build(run_path, manifest, records, built, out, quiet=False):
                if r["a_verdict"] != r["b_verdict"]}
     png = figures.claims_forest_two(
         [(older["label"], older["claims"]), (newer["label"], newer["claims"])],
-        [short_label(c) for c in reference_claims()], out / "claims_two_stacks")[0]
+        [claims.short_label(c) for c in claims.reference_claims()], out / "claims_two_stacks")[0]
     blocks = first_screen(manifest, sides, rows, effects, png, built, spent)
     blocks += [("h2", "Every claim under both stacks"),
                compare.claims_table([r for r in rows if r["kind"] != "operators"],
@@ -52,7 +51,8 @@ def build(run_path, manifest, records, built, out, quiet=False):
                compare.claims_table([r for r in rows if r["kind"] == "operators"],
                                     older["label"], newer["label"]),
                ("h2", "Each system-mode's release effect"),
-               ("p", "Paper-scale execution time under each stack, and today's over 2021's "
+               ("p", "Paper-scale execution time under each stack, and today's over the paper "
+                     "release lines' "
                      "with its 95% interval: the release effect each claim's change is made "
                      "of."),
                cells_table(cells, older["label"], newer["label"])]
@@ -88,69 +88,13 @@ def ordered_sides(manifest, records):
     return sorted(sides, key=lambda s: 0 if s["era"] else 1)
 
 
-def reference_claims():
-    found = claims.load_reference()
-    return found.get("headline", []) + found.get("sections", []) + \
-        (found.get("table_v") or {}).get("claims", []) + found.get("operators", [])
-
-
-def system_words(system):
-    """'TensorFlow sync', 'PyTorch' (a framework of one mode: its name alone)."""
-    entry = registry.system(system)
-    modes = [s for s in registry.systems().values() if s["framework"] == entry["framework"]]
-    name = FRAMEWORKS[entry["framework"]]["name"]
-    return name if len(modes) == 1 else "%s %s" % (name, entry["mode"])
-
-
-def benchmark_words(benchmarks):
-    """'LeNet-5', 'ResNet-18' (both of its datasets), 'ResNet-50/C100'."""
-    by_network = {}
-    for benchmark in benchmarks:
-        network, dataset = benchmark.split("-", 1)
-        by_network.setdefault(network, []).append(dataset)
-    every = {}
-    for benchmark in claims.PAPER_BENCHMARKS:
-        network, dataset = benchmark.split("-", 1)
-        every.setdefault(network, []).append(dataset)
-    datasets_seen = {d for ds in by_network.values() for d in ds}
-    if len(by_network) > 1 and len(datasets_seen) == 1 and all(
-            n.startswith("resnet") for n in by_network):
-        return "ResNets/C%s" % datasets_seen.pop().replace("cifar", "")
-    words = []
-    for network, datasets in by_network.items():
-        name = SHORT_NETWORKS.get(network, network)
-        words += [name] if sorted(datasets) == sorted(every.get(network, [])) else [
-            "%s/C%s" % (name, d.replace("cifar", "")) for d in datasets]
-    return ", ".join(words)
-
-
-def short_label(claim):
-    """(id, words a reader can scan): 'LeNet-5: TF sync / MXNet sync', 'Table V: ...'."""
-    where = claim.get("benchmarks")
-    place = "6 benchmarks" if not where else benchmark_words(where)
-    if claim.get("category"):
-        place += " " + claim["category"].replace("_", " ")
-    elif claim.get("measure") == "communication" or "comm" in claim["id"]:
-        place += " comm."
-    if claim["id"].startswith("comm_"):
-        place = "Table V comm."
-    num, den = claim.get("numerator"), claim.get("denominator")
-    if num and den:
-        dens = claims.sides(den)
-        what = "%s / %s" % (system_words(num), system_words(dens[0]) if len(dens) == 1 else
-                            FRAMEWORKS[registry.system(dens[0])["framework"]]["name"])
-    else:  # an order or memory claim: its own words are short
-        return claim["id"], claim["text"]
-    return claim["id"], "%s: %s" % (place, what)
-
-
 # ---- what moves a claim ---------------------------------------------------------------
 
 def moves(row, older, newer, spent):
     """What moves a claim between the stacks, as measured: [(framework words, effect on the
     ratio, low, high)], each side's release effect (the denominator's inverted: its effect
     on the ratio), and the kernels' note where TensorFlow is in the claim."""
-    claim = reference_by_id().get(row["id"])
+    claim = claims.reference_by_id().get(row["id"])
     if not claim or not claim.get("numerator") or not claim.get("denominator"):
         return {"effects": [], "note": "an order or memory claim: its ranking under each "
                                        "stack is in the table below"}
@@ -173,10 +117,6 @@ def moves(row, older, newer, spent):
     systems = [claim["numerator"]] + claims.sides(claim["denominator"])
     note = kernels_note(row["id"], systems, benchmarks, spent, newer["label"])
     return {"effects": effects, "note": note}
-
-
-def reference_by_id():
-    return {c["id"]: c for c in reference_claims()}
 
 
 def release_effect(system, benchmarks, older, newer, column="execution"):
@@ -205,7 +145,7 @@ def release_words(system, older, newer):
     versions = ["/".join(side["bed"]["versions"].get(key, {}).get("run") or ["?"])
                 for side in (older, newer)]
     return "%s %s -> %s (%s)" % (entry["name"], versions[0], versions[1],
-                                 system_words(system))
+                                 claims.system_words(system))
 
 
 def kernels_note(claim_id, systems, benchmarks, spent, newer_label):
@@ -257,7 +197,7 @@ def mean_seconds(spent):
 
 def first_screen(manifest, sides, rows, effects, png, built, spent):
     older, newer = sides[0], sides[-1]
-    blocks = [("h1", "Reproduction report: run %s, the paper's releases and today's"
+    blocks = [("h1", "Reproduction report: run %s, the paper's release lines and today's"
                % manifest.get("run_id")),
               ("p", run_line(manifest, sides, spent) + evidence(manifest, sides))]
     for side, question in ((older, "Does the paper's software give its results?"),
@@ -266,7 +206,8 @@ def first_screen(manifest, sides, rows, effects, png, built, spent):
                                                       tally_text(side))))
     differ = [r for r in rows if r["id"] in effects]
     blocks.append(("p", "**%d claim(s) whose verdict differs between the two.** Change: "
-                        "today's ratio over 2021's, with its 95%% interval. What moves it, as "
+                        "today's ratio over the paper release lines', with its 95%% interval. "
+                        "What moves it, as "
                         "measured in this run: each framework's release on its own cells, "
                         "its effect on the claim's ratio (the package's reading: the two "
                         "system-modes of a claim share only the machine)." % len(differ)))
@@ -302,11 +243,24 @@ def evidence(manifest, sides):
 
 
 def stack_words(side):
+    """'paper-py39 (TensorFlow 2.5.0, ...; Python 3.9.2; not the paper's: PyTorch 1.7.1 for
+    1.7.0, Python 3.9.2 for 3.6.9, IV-A)': a stack of the paper's release lines names where
+    its versions are not the paper's own."""
+    bed = side["bed"]
     versions = ", ".join("%s %s" % (FRAMEWORKS[f]["name"], "/".join(
-        side["bed"]["versions"].get(FRAMEWORKS[f]["version"]["name"], {}).get("run") or ["?"]))
+        bed["versions"].get(FRAMEWORKS[f]["version"]["name"], {}).get("run") or ["?"]))
         for f in FRAMEWORKS)
-    return "%s (%s; Python %s)" % (side["label"], versions, "/".join(side["bed"]["python"])
-                                   or "?")
+    python = "/".join(bed["python"]) or "?"
+    paper = bed.get("paper") or {}
+    apart = ["%s %s for %s" % (FRAMEWORKS[f]["name"], "/".join(v["run"]), v["paper"])
+             for f in FRAMEWORKS for v in [bed["versions"].get(FRAMEWORKS[f]["version"]["name"])]
+             if v and v["run"] and not any(r.split("+")[0].startswith(v["paper"])
+                                             for r in v["run"])]
+    if paper.get("python") and python != paper["python"]:
+        apart.append("Python %s for %s" % (python, paper["python"]))
+    return "%s (%s; Python %s%s)" % (side["label"], versions, python,
+                                     "; not the paper's: %s, IV-A" % ", ".join(apart)
+                                     if apart and side.get("era") else "")
 
 
 def tally_text(side):
@@ -343,9 +297,9 @@ def run_line(manifest, sides, spent):
 
 
 def differ_row(row, moved, older, newer):
-    claim = dict(reference_by_id().get(row["id"]) or {"id": row["id"]})
+    claim = dict(claims.reference_by_id().get(row["id"]) or {"id": row["id"]})
     effects = "; ".join("%s: x%.2f [%.2f-%.2f]" % e for e in moved["effects"]) or "-"
-    return [short_label(claim)[1], claim.get("section", ""), render.value_text(row["paper"]),
+    return [claims.short_label(claim)[1], claim.get("section", ""), render.value_text(row["paper"]),
             verdict_text(row, "a"), verdict_text(row, "b"),
             "%s [%s]" % (render.number(row["change"], "x%.2f"),
                          render.range_text(row["change_low"], row["change_high"])),

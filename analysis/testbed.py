@@ -329,7 +329,8 @@ def _size_deviations(setup, paper, add):
     """Threads per worker and the number of nodes (so the global batch)."""
     threads = sorted({n["threads"] for n in setup["nodes"]} - {None})
     if threads and threads != [paper["vcpus_per_node"]]:
-        add("threads", "%s compute thread(s) per worker (paper: %d vCPUs per node)"
+        add("threads", "%s compute thread(s) per worker (paper: %d vCPUs per node; a thread "
+            "per vCPU is the package's reading, the paper states no thread count)"
             % ("/".join(map(str, threads)), paper["vcpus_per_node"]))
     if len(setup["nodes"]) != paper["nodes"]:
         count = len(setup["nodes"])

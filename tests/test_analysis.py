@@ -1151,7 +1151,9 @@ def test_the_claims_figure_comes_first_with_every_ratio_claim_and_the_runs_cavea
     valued = [c for c in ref["headline"] + ref["sections"] + ref["table_v"]["claims"]
               if "value" in c]  # the order claims (no number) are the table's
     assert len(labels) == len(numeric) == len(valued) == 23
-    assert "lenet_tf_sync_vs_mxnet_sync [" in " ".join(labels)
+    # short words a reader can scan, not internal ids
+    assert "LeNet-5: MXNet sync / TensorFlow sync [" in " ".join(labels)
+    assert not any("_vs_" in label for label in labels)
     assert ax.get_title() == "The paper's claims (indicative)"
 
 
@@ -1408,6 +1410,10 @@ def test_the_first_screen_names_common_deviations_once_and_each_row_what_differs
         "+ placement", "the common list", "+ link", "not threads; nodes"]
     assert answer.decide_items(rows) == [
         "about 7 repeats of each cell (now 3) would likely decide it: r1, r3"]
+    named = [dict(rows[0], id="lenet_tf_sync_vs_mxnet_sync")]  # a claim of the paper: its words
+    assert answer.decide_items(named) == [
+        "about 7 repeats of each cell (now 3) would likely decide it: LeNet-5: MXNet sync / "
+        "TensorFlow sync"]
     assert answer.tally(rows) == "1 reproduced, 2 inconclusive, 1 not measured"
     assert answer.directions(rows) == ""  # none has a direction
     assert answer.directions([dict(r, direction=d) for r, d in zip(rows, (

@@ -22,7 +22,8 @@ STACKS = "paper-py39,current"
 @pytest.fixture(scope="module")
 def paper_run(tmp_path_factory):
     first = invoke("provision", "--stacks", STACKS)
-    again = invoke("provision", "--stacks", STACKS)
+    # the paper stack's second time (today's is fault-bench's, tests/test_faults.py)
+    again = invoke("provision", "--stack", "paper-py39")
     results = tmp_path_factory.mktemp("paper-py39")
     bench = invoke("bench", "--stacks", STACKS, "--results", str(results))
     invoke("collect", "--results", str(results))
@@ -37,7 +38,7 @@ def test_provisioning_the_paper_stack_twice_changes_nothing_the_second_time(pape
     nodes = len(inventory.load("local").hosts)
     found = re.findall(r"provisioned in [\d.]+ s: changed=(\d+) over %d nodes" % nodes,
                        paper_run["again"])
-    assert found == ["0", "0"], paper_run["again"][-2000:]
+    assert found == ["0"], paper_run["again"][-2000:]
 
 
 def test_five_system_modes_train_on_the_papers_frameworks(paper_run):

@@ -231,8 +231,9 @@ def shard_name(rank, workers):
 
 
 def split(records, workers, seed):
-    """Shuffle once (seeded), then equal contiguous shards; the remainder is dropped so every
-    worker runs the same number of steps, as in the paper (50,000 / 3 -> 16,666 each)."""
+    """Shuffle once (seeded), then equal contiguous shards of the 50,000 images (Table IV);
+    dropping the remainder so that every worker runs the same number of steps is the package's
+    choice (50,000 / 3 -> 16,666 each)."""
     order = np.random.default_rng(seed).permutation(len(records))
     per = len(records) // workers
     return [records[order[r * per:(r + 1) * per]] for r in range(workers)]
