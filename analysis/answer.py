@@ -40,13 +40,18 @@ EFFECT = {
 }
 
 
+def run_shape(manifest):
+    """(benchmarks, system-modes, repeats, hosts) of a run, from its manifest."""
+    cells = manifest.get("cells") or []
+    return (sorted({c["benchmark"] for c in cells if c.get("benchmark")}),
+            {c["system"] for c in cells if c.get("system")},
+            1 + max([c.get("repeat") or 0 for c in cells] or [0]),
+            (manifest.get("inventory") or {}).get("hosts") or [])
+
+
 def run_line(manifest, bed, minutes):
     """One line: size, benchmarks, system-modes, repeats, nodes, stack, data, time."""
-    cells = manifest.get("cells") or []
-    benchmarks = sorted({c["benchmark"] for c in cells if c.get("benchmark")})
-    systems = {c["system"] for c in cells if c.get("system")}
-    repeats = 1 + max([c.get("repeat") or 0 for c in cells] or [0])
-    hosts = (manifest.get("inventory") or {}).get("hosts") or []
+    benchmarks, systems, repeats, hosts = run_shape(manifest)
     threads = sorted({h.get("vcpus") for h in hosts if h.get("vcpus")})
     versions = ", ".join("%s %s" % (name, "/".join(v["run"]) or "-")
                          for name, v in sorted(bed["versions"].items()))

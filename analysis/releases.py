@@ -272,11 +272,9 @@ def tally_text(side):
 
 
 def run_line(manifest, sides, spent):
-    cells = manifest.get("cells") or []
-    benchmarks = sorted({c["benchmark"] for c in cells if c.get("benchmark")})
-    systems = {c["system"] for c in cells if c.get("system")}
-    repeats = 1 + max([c.get("repeat") or 0 for c in cells] or [0])
-    hosts = (manifest.get("inventory") or {}).get("hosts") or []
+    """One line: size, the matrix, repeats, nodes, the stacks, and each stack's time against
+    its settings at the paper's length (the verdict size's budget: 5% each)."""
+    benchmarks, systems, repeats, hosts = answer.run_shape(manifest)
     shares, total, total_paper = [], 0.0, 0.0
     for side in sides:
         paper = side["groups"].execution_seconds.dropna().sum() if len(side["groups"]) else 0
