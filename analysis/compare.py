@@ -47,22 +47,25 @@ def build(run_a, run_b, out=None, quiet=False):
             "differences": differences(a, b)}
 
 
-def load(run_path):
-    """A run's manifest, setup, groups (the assumed link: the paper states none), operator
-    table, claims."""
+def load(run_path, stack=None):
+    """A run's manifest, setup, groups (the paper's network setting), operator table, claims;
+    of a run of several stacks, those of `stack` (its cells' records only)."""
     run_path = Path(run_path)
     whole = RunFolder(run_path).manifest()
     names = manifests.stack_names(whole)
-    if len(names) != 1:
+    if stack is None and len(names) != 1:
         raise UserError("run %s ran under %d stacks (%s): its own report sets them side by "
                         "side" % (run_path.name, len(names), ", ".join(names)),
                         "read %s, or compare two runs of one stack each"
                         % (run_path / "analysis" / "report.md"))
-    manifest = manifests.view(whole, names[0])
-    found = evaluate(tidy.load_records(run_path / runfolder.RECORDS), manifest)
+    name = stack or names[0]
+    manifest = manifests.view(whole, name)
+    records = tidy.load_records(run_path / runfolder.RECORDS)
+    if len(names) > 1:
+        records = records[records["stack"] == name]
+    found = evaluate(records, manifest)
     return dict(found, path=run_path, run_id=manifest.get("run_id") or run_path.name,
-                label=(manifest.get("stack") or {}).get("name") or run_path.name,
-                manifest=manifest)
+                label=name, manifest=manifest)
 
 
 def evaluate(records, manifest):

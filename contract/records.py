@@ -10,7 +10,7 @@ CELL_KEYS = ("benchmark", "network", "dataset", "system", "framework", "mode", "
 RUN_KEYS = ("run_id", "cell_id", "stack")
 PROCESS_KEYS = ("node", "role", "rank")
 
-PHASES = ("loading", "forward", "backward", "communication")  # the paper's breakdown
+PHASES = ("loading", "forward", "backward", "communication")  # the paper's breakdown (V)
 # what else ran on a process's node while the cell did (bench/common/interference.py)
 INTERFERENCE = ("others_cpu", "steal", "pressure_cpu", "pressure_io", "runqueue_wait")
 # a result's summary keys that become records: the step, the breakdown, the calibration's walls

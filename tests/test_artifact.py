@@ -80,3 +80,16 @@ def test_a_member_outside_the_archive_is_refused(tmp_path):
     with pytest.raises(UserError, match="points outside the archive"):
         artifact.verify(hostile)
     assert not (tmp_path.parent / "escaped.txt").exists()
+
+
+def test_a_run_of_two_stacks_is_bundled_and_verified(tmp_path):
+    """A run under the paper's release lines and today's: the badges name each stack's
+    claims, and the side-by-side report is rebuilt the same from the archive."""
+    from tests.test_releases import two_stack_run
+    run = two_stack_run(tmp_path)
+    report.build(run, quiet=True)
+    path = artifact.build(tmp_path, run.name, junit=tmp_path / "none.xml")
+    text = read(path, "%s/ARTIFACT.md" % run.name)
+    assert "The paper's claims in this run under stack paper-py39: " in text
+    assert "The paper's claims in this run under stack current: " in text
+    assert artifact.verify(path) == []

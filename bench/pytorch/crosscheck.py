@@ -1,6 +1,6 @@
 """Cross-check of the breakdown on one cell: forward and backward from the calibration (what
-every result uses) against the same steps' operator times from torch.profiler (what the paper
-used). `python -m bench.pytorch.crosscheck cell.json STEPS`; prints one JSON line.
+every result uses) against the same steps' operator times from torch.profiler (the paper took
+its breakdown from profilers, IV-C, naming TensorBoard for TensorFlow and none for PyTorch). `python -m bench.pytorch.crosscheck cell.json STEPS`; prints one JSON line.
 
 Operator time of a phase = the self CPU time of every operator under that phase's
 record_function range, summed, per step; the optimizer step counts as backward, as in the

@@ -1,5 +1,6 @@
-"""The shard through PyTorch's own pipeline: a map-style Dataset and a DataLoader (no cache:
-each image is converted and normalised again every epoch, as the paper describes)."""
+"""The shard through PyTorch's own pipeline: a map-style Dataset and a DataLoader, with no
+cache ("No caching mechanism is available in the DataLoader mechanism", III-B): each image is
+converted and normalised again every epoch."""
 import torch
 from torch.utils.data import DataLoader, Dataset
 

@@ -1,6 +1,6 @@
-"""The shard through TensorFlow's own pipeline, as the paper describes: tf.data reading the
-CIFAR binary records, decoded and resized once, cached in memory, shuffled every epoch,
-normalised, batched, prefetched."""
+"""The shard through TensorFlow's own pipeline: the Dataset API reading, decoding, shuffling,
+caching and batching, as III-A describes it; reading the CIFAR binary records, resizing once,
+normalising and prefetching are the package's choices."""
 import os
 
 import tensorflow as tf

@@ -25,6 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from . import collect
+from contract import manifest as manifests
 from contract.runfolder import RunFolder
 from contract.errors import UserError
 from ..paths import REPO
@@ -134,12 +135,7 @@ def badges(run, manifest, tests):
     """ARTIFACT.md: the run against the ACM badges; the claims and deviations as the report
     judges them (analysis/compare.load evaluates them the same way)."""
     from analysis import compare
-    found = compare.load(run)
-    claims = list(found["claims"].values())
-    tally = {}
-    for c in claims:
-        word = c["verdict"].split(" (")[0]
-        tally[word] = tally.get(word, 0) + 1
+    sides = [compare.load(run, stack) for stack in manifests.stack_names(manifest)]
     git = manifest.get("git") or {}
     lines = ["# Artifact of run %s" % run.name, "",
              "The badges requested of an artifact evaluation committee, which awards them, "
@@ -162,15 +158,30 @@ def badges(run, manifest, tests):
     else:
         lines.append("No test results found on this setup (`make test` writes "
                      "results/tests/junit.xml): not shown to be functional here.")
-    lines += ["", "## Results Reproduced (requested)", "",
-              "The paper's claims in this run: %s." % ", ".join(
-                  "%d %s" % (n, w) for w, n in sorted(tally.items())), "",
-              "| claim | verdict |", "|---|---|"]
+    lines += ["", "## Results Reproduced (requested)", ""]
+    for found in sides:
+        lines += results_reproduced(found, len(sides) > 1)
+    return "\n".join(lines) + "\n"
+
+
+def results_reproduced(found, named):
+    """One stack's claims and deviations, as its report judges them; named: the stack said
+    (a run of several)."""
+    claims = list(found["claims"].values())
+    tally = {}
+    for c in claims:
+        word = c["verdict"].split(" (")[0]
+        tally[word] = tally.get(word, 0) + 1
+    under = " under stack %s" % found["label"] if named else ""
+    lines = ["The paper's claims in this run%s: %s." % (under, ", ".join(
+                 "%d %s" % (n, w) for w, n in sorted(tally.items()))), "",
+             "| claim | verdict |", "|---|---|"]
     lines += ["| %s | %s |" % (c["text"], c["verdict"]) for c in claims]
-    lines += ["", "Deviations of this setup from the paper's (they bear on the verdicts):", ""]
+    lines += ["", "Deviations of this setup from the paper's%s (they bear on the verdicts):"
+              % under, ""]
     lines += ["- **%s**: %s" % (d["key"], d["text"]) for d in found["bed"]["deviations"]] or \
         ["- none recorded"]
-    return "\n".join(lines) + "\n"
+    return lines + [""]
 
 
 def _timestamped(line):
