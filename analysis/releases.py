@@ -267,8 +267,19 @@ def tally_text(side):
     found = list(side["claims"].values())
     main = [c for c in found if c["kind"] != "operators"]
     ops = [c for c in found if c["kind"] == "operators"]
-    return "%s; the operator claims: %s.%s" % (answer.tally(main), answer.tally(ops) or "none",
-                                               answer.directions(main))
+    halves = half_widths(main)
+    width = " The %d ratio claims' median half-width: %.1f%% (the verdict size's goal: 10%%)." \
+        % (len(halves), 100 * float(np.median(halves))) if halves else ""
+    return "%s; the operator claims: %s.%s%s" % (answer.tally(main), answer.tally(ops) or "none",
+                                                 answer.directions(main), width)
+
+
+def half_widths(rows):
+    """Each ratio claim's 95% interval's half-width over its value."""
+    return [(r["high"] - r["low"]) / 2.0 / r["measured"] for r in rows
+            if isinstance(r.get("paper"), (int, float)) and isinstance(r.get("measured"), float)
+            and r["measured"] and r.get("low") is not None and r.get("high") is not None
+            and r["low"] == r["low"] and r["high"] == r["high"]]
 
 
 def run_line(manifest, sides, spent):

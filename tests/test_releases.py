@@ -89,3 +89,11 @@ def test_short_labels_name_the_benchmarks_and_the_system_modes():
     assert releases.short_label(by_id["resnet18_pytorch_vs_mxnet"])[1] == \
         "ResNet-18: PyTorch / MXNet"
     assert releases.benchmark_words(["resnet50-cifar100"]) == "ResNet-50/C100"
+
+
+def test_the_half_width_counts_the_ratio_claims_with_an_interval():
+    rows = [{"paper": 2.0, "measured": 2.0, "low": 1.8, "high": 2.2},   # 10%
+            {"paper": 1.5, "measured": 1.0, "low": 0.95, "high": 1.05},  # 5%
+            {"paper": 1.5, "measured": 1.0, "low": None, "high": None},  # no interval
+            {"paper": "fastest: x", "measured": "x 1, y 2", "low": None, "high": None}]
+    assert releases.half_widths(rows) == pytest.approx([0.10, 0.05])
