@@ -48,8 +48,9 @@ def build(run_a, run_b, out=None, quiet=False):
 
 
 def load(run_path, stack=None):
-    """A run's manifest, setup, groups (the paper's network setting), operator table, claims;
-    of a run of several stacks, those of `stack` (its cells' records only)."""
+    """A run's manifest, setup, groups (the assumed link's setting: the paper states none),
+    operator table, claims; of a run of several stacks, those of `stack` (its cells' records
+    only)."""
     run_path = Path(run_path)
     whole = RunFolder(run_path).manifest()
     names = manifests.stack_names(whole)

@@ -81,14 +81,14 @@ def test_a_release_effect_is_one_system_modes_time_under_today_over_2021(tmp_pat
 
 
 def test_short_labels_name_the_benchmarks_and_the_system_modes():
-    by_id = releases.reference_by_id()
-    assert releases.short_label(by_id["lenet_tf_sync_vs_mxnet_sync"])[1] == \
+    by_id = claims.reference_by_id()
+    assert claims.short_label(by_id["lenet_tf_sync_vs_mxnet_sync"])[1] == \
         "LeNet-5: MXNet sync / TensorFlow sync"
-    assert releases.short_label(by_id["tf_async_vs_mxnet_async"])[1] == \
+    assert claims.short_label(by_id["tf_async_vs_mxnet_async"])[1] == \
         "6 benchmarks: TensorFlow async / MXNet async"
-    assert releases.short_label(by_id["resnet18_pytorch_vs_mxnet"])[1] == \
+    assert claims.short_label(by_id["resnet18_pytorch_vs_mxnet"])[1] == \
         "ResNet-18: PyTorch / MXNet"
-    assert releases.benchmark_words(["resnet50-cifar100"]) == "ResNet-50/C100"
+    assert claims.benchmark_words(["resnet50-cifar100"]) == "ResNet-50/C100"
 
 
 def test_the_half_width_counts_the_ratio_claims_with_an_interval():
