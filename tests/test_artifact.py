@@ -86,7 +86,7 @@ def test_a_run_of_two_stacks_is_bundled_and_verified(tmp_path):
     """A run under the paper's release lines and today's: the badges name each stack's
     claims, and the side-by-side report is rebuilt the same from the archive."""
     from tests.test_releases import two_stack_run
-    run = two_stack_run(tmp_path)
+    run = two_stack_run(tmp_path, ["lenet5-cifar10", "resnet18-cifar10"])
     report.build(run, quiet=True)
     path = artifact.build(tmp_path, run.name, junit=tmp_path / "none.xml")
     text = read(path, "%s/ARTIFACT.md" % run.name)

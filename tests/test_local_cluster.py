@@ -160,9 +160,10 @@ def test_records_manifest_and_report(smoke_run):
     assert len(sent) == NODES and min(sent) > 62006 * 4
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["git"]["commit"]
-    assert manifest["installed"]["node1"]["pytorch"]["packages"]["torch"].startswith("2.13.0")
+    installed = manifest["installed"]["current"]  # a run's stacks, each its own versions
+    assert installed["node1"]["pytorch"]["packages"]["torch"].startswith("2.13.0")
     # TensorFlow's own default on this CPU, asked at provisioning with the setting unset
-    default = manifest["installed"]["node1"]["tensorflow"]["default_kernels"]
+    default = installed["node1"]["tensorflow"]["default_kernels"]
     assert default["library"] in ("oneDNN", "Eigen"), default
     assert manifest["host_facts"]["node2"]["cpu_count"] >= 1
     report = (run / "analysis" / "report.md").read_text()
@@ -190,11 +191,16 @@ def test_dry_run_touches_no_node(tmp_path):
     assert result.stdout.count("export MASTER_PORT=29500") == NODES  # the pytorch workers
     assert result.stdout.count("export DMLC_ROLE=server") == 2 * NODES  # n per MXNet cell
     assert list(tmp_path.iterdir()) == []
+    # the paper size runs every cell under the paper's release lines and today's
     paper = invoke("bench", "--dry-run", "--size", "paper", "--results", str(tmp_path))
-    assert "30 cell(s)" in paper.stdout and "notice" not in paper.stderr
+    assert "60 cell(s)" in paper.stdout and "notice" not in paper.stderr
+    assert paper.stdout.count(", stack paper-py39") == paper.stdout.count(", stack current") == 30
+    one = invoke("bench", "--dry-run", "--size", "paper", "--stack", "current", "--results",
+                 str(tmp_path))
+    assert "30 cell(s)" in one.stdout and ", stack paper-py39" not in one.stdout
     # the old name of --size still works, and says so (docs/glossary.md)
     old = invoke("bench", "--dry-run", "--profile", "paper", "--results", str(tmp_path))
-    assert "30 cell(s)" in old.stdout and "notice: --profile is now --size" in old.stderr
+    assert "60 cell(s)" in old.stdout and "notice: --profile is now --size" in old.stderr
 
 
 def test_timeout_stops_every_worker_and_keeps_the_record(smoke_run, tmp_path):
@@ -329,14 +335,15 @@ def test_the_manifest_carries_the_setup_the_layout_and_the_probe(smoke_run):
             manifest["contention"]))
     assert set(manifest["contention"]["nodes"]) == {"node%d" % (r + 1) for r in RANKS}
     assert "local node(s) x" in manifest["inventory"]["layout"]
-    assert manifest["setup"]["shares_cores"] is shared
+    setup, kernels = manifest["setup"]["current"], manifest["kernels"]["current"]
+    assert setup["shares_cores"] is shared
     assert {"link", "data", "steps", "versions", "page_cache", "placement"} <= set(
-        manifest["setup"]["deviations"])
+        setup["deviations"])
     # the kernels, as each framework's processes said: the current stack pins TensorFlow's
-    # oneDNN on, against the paper's Eigen (issue 37)
-    assert manifest["kernels"]["tensorflow"]["library"] == ["oneDNN"]
-    assert manifest["kernels"]["pytorch"]["library"] == ["oneDNN"]
-    assert "tf_kernels" in manifest["setup"]["deviations"]
+    # oneDNN on, against the paper's Eigen
+    assert kernels["tensorflow"]["library"] == ["oneDNN"]
+    assert kernels["pytorch"]["library"] == ["oneDNN"]
+    assert "tf_kernels" in setup["deviations"]
     # the code that ran: every training process hashed its own bench/, the controller's
     assert manifest["code_ran"] == [manifest["code_digest"]]
 
@@ -478,9 +485,9 @@ def test_a_small_explain_ladder_runs_every_rung_with_its_level(provisioned, tmp_
         named = [c for c in disturbed if c in effect["why"]]
         assert (math.isnan(effect["value"]) and named) or (
             effect["value"] > 0 and effect["why"] == ""), (effect, disturbed)
-    if not disturbed:  # one factor on the path: it explains the whole change
+    if not disturbed:  # one factor on the path: it explains the whole change; its waterfall
         assert row["interaction"] == pytest.approx(1.0)
-    assert (folder / "waterfall_tf_sync_vs_mxnet_sync.png").is_file()
+        assert (folder / "waterfall_tf_sync_vs_mxnet_sync.png").is_file()
     assert "Levels applied" in (folder / "explain.md").read_text()
     # MXNet's cell is the same in every setting: run once
     assert len(json.loads((run / "manifest.json").read_text())["cells"]) == 4

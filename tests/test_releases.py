@@ -14,10 +14,10 @@ from tests.test_compare import FACTS, PAPER_ERA, TODAY
 TF_OVER_TORCH = {"paper-py39": 2.65, "current": 0.8}
 
 
-def two_stack_run(tmp_path):
+def two_stack_run(tmp_path, benchmarks=claims.PAPER_BENCHMARKS):
     cells = []
     for stack, ratio in TF_OVER_TORCH.items():
-        for b in claims.PAPER_BENCHMARKS:
+        for b in benchmarks:
             cells += [known_run.cell(b, "pytorch-sync", 100.0, stack=stack),
                       known_run.cell(b, "tensorflow-sync", 100.0 * ratio, stack=stack),
                       known_run.cell(b, "mxnet-sync", 100.0 / 1.38, stack=stack)]
