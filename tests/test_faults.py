@@ -376,10 +376,11 @@ def check_stalled(cell, stopper, system, phase, victim):
         assert status["status"] == "failed", status
         blamed = "node2/%s wrote no progress for" % victim  # before a peer failed on it
         assert status["reason"].startswith((said, blamed)), status["reason"]
-    late = status["detected"] - stopper.killed_at - FROZEN
+    bound = FROZEN * (stall.STARTUP_FROZEN_MULTIPLE if phase in stall.STARTING else 1.0)
+    late = status["detected"] - stopper.killed_at - bound
     print("\n%s stopped in %s: failed %.1f s after the stall bound: %s" % (
         system, phase, late, status.get("reason", "")[:120]))
-    floor = -FROZEN + stall.QUIET_PEER_SECONDS - 1.0 \
+    floor = -bound + stall.QUIET_PEER_SECONDS - 1.0 \
         if status.get("reason", "").startswith("node2/") else -1.0
     assert floor < late < 5.0, status
     assert "node2/%s" % victim in status["log_tails"]

@@ -518,9 +518,11 @@ def test_explain_names_a_stack_that_is_not_provisioned_before_any_cell_runs(prov
 
 def test_a_cell_disturbed_by_another_program_is_measured_flagged_and_run_again(provisioned,
                                                                                 tmp_path):
-    """A busy program on node1's CPUs for 5 s of a cell, started once the cell's processes
-    run: they measure what it took of the node (others' CPU), the cell is run once more, and
-    the disturbed attempt is kept in .attempts/ with its figures (issue 36)."""
+    """A busy program on node1's CPUs for 5 s of a cell, started once node1's worker writes
+    its progress (its measured window has begun: started when the cell's processes were on
+    record, the 5 s once fell in their imports, 8 s on a cold machine): they measure what it
+    took of the node (others' CPU), the cell is run once more, and the disturbed attempt is
+    kept in .attempts/ with its figures."""
     node1 = inventory.load("local").hosts[0]
     command = [INVOKE, "bench", "--systems", "pytorch-sync", "--run", "planted", "--results",
                str(tmp_path)]
@@ -529,6 +531,7 @@ def test_a_cell_disturbed_by_another_program_is_measured_flagged_and_run_again(p
                              text=True, env=dict(os.environ, **FULL_PROBE))
     try:
         cell = wait_for_running(tmp_path / "planted")
+        wait_for_progress(node1, "planted", cell, "worker-0")
         pin = ["taskset", "-c", node1.cpus] if node1.cpus else []
         hogs = [subprocess.Popen(pin + [sys.executable, "-c", "import time\nt = time.time()\n"
                                         "while time.time() - t < 5: pass"], cwd="/")
@@ -553,6 +556,20 @@ def test_a_cell_disturbed_by_another_program_is_measured_flagged_and_run_again(p
     assert status["status"] == "succeeded" and status["warning"].startswith(
         "ran twice: the first attempt was disturbed (node1: other programs"), status
     assert set(status["interference"]) == {"node%d" % (r + 1) for r in RANKS}
+
+
+def wait_for_progress(host, run_id, cell, role, timeout=120):
+    """Once `role` of the cell on `host` has written its progress (its sampler runs)."""
+    from harness.nodes import access
+    from selfcheck import faults
+    node = access.connect(host)
+    folder = faults.run_folder(node, run_id) + "/" + cell
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if faults.progress_of(node, folder).get(role):
+            return
+        time.sleep(0.1)
+    raise AssertionError("%s of %s wrote no progress within %d s" % (role, cell, timeout))
 
 
 def wait_for_running(run, timeout=120):

@@ -7,7 +7,9 @@ clock, so that the nodes' clocks do not matter. A process stalls when:
 
 - its heartbeat stops for FROZEN_SECONDS (times the nodes' slowness in the contention probe,
   where they compute slower than this machine's own: emulated VMs): the whole process is
-  stopped (SIGSTOP, a frozen VM, native code holding the interpreter), in any phase;
+  stopped (SIGSTOP, a frozen VM, native code holding the interpreter), in any phase; in
+  start-up STARTUP_FROZEN_MULTIPLE times that, as an import holds the sampler while a
+  framework's native libraries load;
 - it stays in start-up (before its first step ends: imports, rendezvous, graph building, the
   first step) longer than SETUP_MULTIPLE x the expected start-up;
 - its step count stands still in training for STEP_MULTIPLE x the expected step, before its
@@ -37,6 +39,10 @@ ENDED = ("succeeded", "failed")  # written last, when the sampler stops
 # TensorFlow's multi-worker teardown took over 20 s after a worker's result was written (its
 # peers' collectives closing): an ended process gets 3x the freeze bound to exit
 EXIT_MULTIPLE = 3.0
+# An import holds the interpreter, and so the sampler, while a framework's native libraries
+# load: three TensorFlow processes on one CPU, their libraries read from a cold page cache,
+# wrote no progress for over 20 s in start-up (tensorflow-async on 1 node of 1 CPU)
+STARTUP_FROZEN_MULTIPLE = 3.0
 # A peer whose heartbeat has stood still this long when another process fails is named first
 # (times the slowness): TensorFlow's own heartbeat aborted a healthy worker's collective 14.8 s
 # after its peer was stopped, and "node1/worker-0 exited with 1" sent the user to the wrong
@@ -70,9 +76,10 @@ class Bounds:
                    frozen=frozen_seconds() * slowness, slowness=slowness)
 
     def describe(self):
-        return ("stalled = no progress file for %.0f s, start-up over %.0f s (%gx expected, "
-                "floor %.0f s), or one step over %.0f s (%gx expected, floor %.0f s); %s"
-                % (self.frozen, self.setup, SETUP_MULTIPLE, SETUP_FLOOR, self.step,
+        return ("stalled = no progress file for %.0f s (%.0f s in start-up), start-up over "
+                "%.0f s (%gx expected, floor %.0f s), or one step over %.0f s (%gx expected, "
+                "floor %.0f s); %s"
+                % (self.frozen, STARTUP_FROZEN_MULTIPLE * self.frozen, self.setup, SETUP_MULTIPLE, SETUP_FLOOR, self.step,
                    STEP_MULTIPLE, STEP_FLOOR, self.source))
 
 
@@ -112,6 +119,12 @@ class StallWatch:
                 found.append((proc, now - seen[2]))
         return sorted(found, key=lambda pair: -pair[1])
 
+    def frozen(self, phase):
+        """The seconds without a heartbeat that make a process in `phase` stopped."""
+        if phase in STARTING:
+            return STARTUP_FROZEN_MULTIPLE * self.bounds.frozen
+        return self.bounds.frozen
+
     def _why(self, proc, now):
         progress = proc.progress or {}
         heartbeat = progress.get("updated")
@@ -127,7 +140,7 @@ class StallWatch:
             if quiet > EXIT_MULTIPLE * self.bounds.frozen:
                 return "ended (phase %s) but has not exited for %.0f s" % (phase, quiet)
             return ""
-        if heartbeat is not None and quiet > self.bounds.frozen:
+        if heartbeat is not None and quiet > self.frozen(phase):
             return "wrote no progress for %.0f s (phase %s, %d steps): the process is " \
                    "stopped" % (quiet, phase, step)
         if (phase in STARTING or (phase == "train" and step == 0)) and alive > self.bounds.setup:
