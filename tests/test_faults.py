@@ -30,7 +30,7 @@ FROZEN = 10.0
 NODES = len(inventory.load("local").hosts)
 
 
-# The system-modes whose fault paths differ (issue 56): a killed worker is seen the same way
+# The system-modes whose fault paths differ: a killed worker is seen the same way
 # in every mode (its pid gone), but what the others then do is each mode's own. TF-sync's
 # survivors block in a gRPC collective and must be stopped; TF-async's chief would reschedule
 # the lost worker's closures and must not hide its death; PyTorch's Gloo peers fail by
@@ -214,7 +214,7 @@ def test_preflight_names_a_busy_port_a_corrupt_shard_other_code_and_a_shared_wor
     """Four faults, all named before any cell: a port in use, a shard changed on disk, a
     trainer on node2 that is not the controller's (edited there since provisioning: the run
     would record the controller's commit and run other code), and node1's workdir holding
-    node2's marker, as provisioning leaves it where two nodes share one folder (issue 38)."""
+    node2's marker, as provisioning leaves it where two nodes share one folder."""
     import socket
     node2 = inventory.load("local").hosts[1]
     shard = next(Path(node2.workdir).expanduser().glob("data/cifar10-*/shard-1-of-%d.bin" % NODES))
@@ -308,7 +308,7 @@ STALLS = [  # (system, phase of node 2's victim when it is stopped, victim, extr
     # watches it
     ("tensorflow-async", "setup", "worker-1", ()),
     # TF-sync's heartbeat aborts node1's collective about 15 s after node2 stops (exit 1):
-    # the reason names node2 first (issue 38)
+    # the reason names node2 first
     ("tensorflow-sync", "train", "worker-1", ("--steps", "300")),
     ("pytorch-sync", "train", "worker-1", ("--steps", "300")),
     ("pytorch-sync", "calibrate", "worker-1", ()),
@@ -322,7 +322,7 @@ def test_stopped_processes_fail_their_cells_as_stalled(provisioned, tmp_path, mo
     standing still. Each cell fails as stalled within seconds of the bound (shortened to
     FROZEN s), naming the process, with its log tail; the run goes on to the next cell, and
     nothing of the run is left on any node. The stalls are the cells of one run, in STALLS's
-    order (issue 39: one probe and one start of the controller instead of six)."""
+    order (one probe and one start of the controller instead of six)."""
     from harness import commands
     from harness.run import launch, pipeline, stall
     monkeypatch.setenv(stall.FROZEN_VARIABLE, str(FROZEN))
@@ -376,7 +376,7 @@ def check_stalled(cell, stopper, system, phase, victim):
         assert status["status"] == "failed", status
         blamed = "node2/%s wrote no progress for" % victim  # before a peer failed on it
         assert status["reason"].startswith((said, blamed)), status["reason"]
-    bound = FROZEN * (stall.STARTUP_FROZEN_MULTIPLE if phase in stall.STARTING else 1.0)
+    bound = stall.Bounds(setup=0.0, step=0.0, source="", frozen=FROZEN).frozen_in(phase)
     late = status["detected"] - stopper.killed_at - bound
     print("\n%s stopped in %s: failed %.1f s after the stall bound: %s" % (
         system, phase, late, status.get("reason", "")[:120]))

@@ -79,8 +79,14 @@ class Bounds:
         return ("stalled = no progress file for %.0f s (%.0f s in start-up), start-up over "
                 "%.0f s (%gx expected, floor %.0f s), or one step over %.0f s (%gx expected, "
                 "floor %.0f s); %s"
-                % (self.frozen, STARTUP_FROZEN_MULTIPLE * self.frozen, self.setup, SETUP_MULTIPLE, SETUP_FLOOR, self.step,
-                   STEP_MULTIPLE, STEP_FLOOR, self.source))
+                % (self.frozen, self.frozen_in(STARTING[-1]), self.setup, SETUP_MULTIPLE,
+                   SETUP_FLOOR, self.step, STEP_MULTIPLE, STEP_FLOOR, self.source))
+
+    def frozen_in(self, phase):
+        """The seconds without a heartbeat that make a process in `phase` stopped."""
+        if phase in STARTING:
+            return STARTUP_FROZEN_MULTIPLE * self.frozen
+        return self.frozen
 
 
 def frozen_seconds():
@@ -119,12 +125,6 @@ class StallWatch:
                 found.append((proc, now - seen[2]))
         return sorted(found, key=lambda pair: -pair[1])
 
-    def frozen(self, phase):
-        """The seconds without a heartbeat that make a process in `phase` stopped."""
-        if phase in STARTING:
-            return STARTUP_FROZEN_MULTIPLE * self.bounds.frozen
-        return self.bounds.frozen
-
     def _why(self, proc, now):
         progress = proc.progress or {}
         heartbeat = progress.get("updated")
@@ -140,7 +140,7 @@ class StallWatch:
             if quiet > EXIT_MULTIPLE * self.bounds.frozen:
                 return "ended (phase %s) but has not exited for %.0f s" % (phase, quiet)
             return ""
-        if heartbeat is not None and quiet > self.frozen(phase):
+        if heartbeat is not None and quiet > self.bounds.frozen_in(phase):
             return "wrote no progress for %.0f s (phase %s, %d steps): the process is " \
                    "stopped" % (quiet, phase, step)
         if (phase in STARTING or (phase == "train" and step == 0)) and alive > self.bounds.setup:
