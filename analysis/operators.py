@@ -140,7 +140,7 @@ def _estimate(row):
     repeats = row.get("per_repeat")
     repeats = list(repeats) if isinstance(repeats, (list, tuple)) else [row["seconds"]]
     rng = stats.rng_for("%s/%s/%s" % (row["benchmark"], row["system"], row["category"]))
-    # the interval of the repeats' mean: what the claim is about (issue 54)
+    # the interval of the repeats' mean: what the claim is about
     boot = stats.over_repeats([stats.constant(v) for v in repeats], rng, one_more=False)
     return {"value": row["seconds"], "boot": boot, "per_step": row["seconds"],
             "repeats": repeats, "k": len(repeats), "df": len(repeats) - 1}

@@ -308,7 +308,7 @@ def _machine_deviations(setup, paper, add):
     if vm.get("accelerator") == "qemu":
         add("emulated_cpu", "the nodes are VMs on QEMU's TCG emulation (%s): their CPUs are "
             "emulated, 1/50 to 1/300 of the host's speed, and no framework's time says how "
-            "fast it is; the package runs no calibration pass on them (since 2026-11-29), so "
+            "fast it is; the package runs no calibration pass on them, so "
             "forward and backward are not measured" % vm.get("why", "KVM not usable"))
     losing = slowed(setup.get("contention"))
     if losing:

@@ -52,7 +52,7 @@ def _status_table(status):
             status = status.assign(**{optional: None})
     if "local_batch" not in status:
         status = status.assign(local_batch=PAPER["local_batch"])
-    if "order" not in status:  # runs before issue 54: their order is not known
+    if "order" not in status:  # older runs: their order is not known
         status = status.assign(order=math.nan)
     table = status[["benchmark", "system", "repeat", "status", "reason", "warning", "disturbed",
                     "epochs", "steps_per_epoch", "nodes", "link", "link_mbit",

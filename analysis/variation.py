@@ -1,6 +1,6 @@
 """Run-to-run variation measured elsewhere, for a run that could not measure its own (one
 repeat per cell): the newest `invoke interval-check` beside the run, on the same CPU, that
-measured the run's profile on its benchmarks (issue 54). Without one the report says plainly
+measured the run's profile on its benchmarks. Without one the report says plainly
 that run-to-run variation was not measured."""
 import json
 from pathlib import Path
@@ -32,7 +32,7 @@ def newest(run_path, profile, cpus, steps):
 
 def _same_shape(profile, measured, steps):
     """A variation applies to runs of its own steps an epoch: 2 x 64 steps vary less than 2 x
-    16 (docs/methodology.md). Calibrations older than the record (2026-11-30) name none: the
+    16 (docs/methodology.md). Calibrations from before steps were recorded name none: the
     paper size's steps have never changed (Table IV), the verdict size's have."""
     if "steps_per_epoch" in measured:
         return measured["steps_per_epoch"] == steps

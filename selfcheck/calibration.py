@@ -1,5 +1,5 @@
 """`invoke interval-check`: do the verdict size's 95% intervals hold what they are about? A
-benchmark that prints figures: nothing here asserts them (issue 54).
+benchmark that prints figures: nothing here asserts them.
 
 Per benchmark, runs interleaved so that the machine's drift falls on both kinds: v1, f1, v2,
 f2, v3, f3, v4. A verdict run (`--short` of them) is one `bench --size verdict` of every

@@ -68,7 +68,7 @@ def compare(system, paths):
     for name in ("before", "after"):
         short = groups.get(name)
         if short and short["succeeded"]:
-            # one full run: what the prediction of one more run is about (issue 54)
+            # one full run: what the prediction of one more run is about
             low, high = stats.interval(short["execution_pred"])
             row[name] = {"projected": short["execution_seconds"], "low": low,
                          "high": high, "stop": short["stop"],

@@ -86,7 +86,7 @@ def test_repeats_give_mean_interval_and_cv_flag(tmp_path):
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     torch = groups.set_index("system").loc["pytorch-sync"]
     assert torch.execution_seconds == pytest.approx(11.0) and torch.repeats == 3
-    # the expected time (issue 54): the variation of the logs pooled over the benchmark's two
+    # the expected time: the variation of the logs pooled over the benchmark's two
     # settings, s^2 = (0.01665 + 0.000400) / 4, 4 degrees of freedom: log 11 +- t(4, 97.5%) =
     # 2.776 x s / sqrt(3) (the repeats' order is not known: one-way, not paired)
     logs = [np.log([10.0, 11.0, 12.0]), np.log([20.0, 20.2, 20.4])]
@@ -127,7 +127,7 @@ def test_table_v_and_breakdown_totals(tmp_path):
 def test_table_v_shows_tensorflow_asyncs_dispatch_apart_from_its_transfer(tmp_path):
     """The chief's step (0.05 s) less a worker's closure (0.02 s) is dispatch, 0.03 x 3,959 =
     118.77 s; the worker's own communication (0.005 s/step) stays in the execution table; Table
-    V's 0.0284 s/step once mixed the two without a word (issue 37)."""
+    V's 0.0284 s/step once mixed the two without a word."""
     phases = {"loading": 0.005, "forward": 0.005, "backward": 0.005, "communication": 0.005}
     cells = [known_run.cell("lenet5-cifar10", "tensorflow-async", 0.05 * 3959, phases=phases,
                             wall_step=0.05)]
@@ -189,7 +189,7 @@ def test_bandwidth_bound():
     # a server beside each worker keeps its share of the model off the network
     assert network.bound_bytes("mxnet-async", 62006, 3) == pytest.approx(4 / 3 * 62006 * 4)
     assert network.bound_bytes("tensorflow-async", 62006, 2) == pytest.approx(62006 * 4)
-    # ResNet-18 at 50 Mbit/s (issue 19): mxnet-sync sent 65.5 MB/step/node, under the old
+    # ResNet-18 at 50 Mbit/s: mxnet-sync sent 65.5 MB/step/node, under the old
     # "bound" of 2 x model = 89.5 MB; the placement's floor lies below what was measured
     resnet18 = 89.5e6 / 8
     assert network.bound_bytes("mxnet-sync", resnet18, 3) / 1e6 == pytest.approx(59.67, abs=0.01)
@@ -281,7 +281,7 @@ def test_scaling_speedup_and_efficiency(tmp_path):
     assert "## Scaling (beyond the paper)" in text and "scaling.png" in text
 
 
-# --- paper-scale execution time, intervals, verdicts against the setup (issue 14) -----------
+# --- paper-scale execution time, intervals, verdicts against the setup -----------
 
 def test_a_cell_that_is_mostly_start_up_projects_to_the_paper_length(tmp_path):
     """12 steps of 0.025 s after 2.7 s of start-up: the loop is 90% start-up. The paper's run
@@ -655,7 +655,7 @@ def test_the_setup_says_whether_the_same_math_check_passed_for_the_stack():
         "passed for the current stack, resnet18-cifar10 on 2026-11-24 03:00:00 (largest loss "
         "difference between frameworks 2.5e-06, within 10x each framework's own noise floor; "
         "run r)")
-    # the commit the check ran from, where the record has it (issue 37)
+    # the commit the check ran from, where the record has it
     assert testbed.same_math_text(dict(stack, same_math=dict(
         passed["same_math"], commit="94ac24a0b1c2"))).startswith(
         "passed for the current stack on 2026-11-24 03:00:00, commit 94ac24a0b1c2 (")
@@ -872,7 +872,7 @@ def test_a_repeat_without_a_value_is_left_out_of_the_prediction():
 
 def test_a_cell_with_one_usable_repeat_takes_the_variation_of_its_benchmark(tmp_path):
     """Three repeats planned, two of PyTorch's failed: its one repeat's interval takes the
-    run-to-run variation its benchmark's other cells measured (issue 54: one s per pool, here
+    run-to-run variation its benchmark's other cells measured (one s per pool, here
     TensorFlow's 2 degrees of freedom), and no verdict is indicative."""
     cells = [known_run.cell(b, s, t * (1 + 0.02 * r), repeat=r) for r in range(3)
              for b, s, t in (("lenet5-cifar10", "tensorflow-sync", 265.0),

@@ -144,7 +144,7 @@ def test_real_archive_extracts_after_md5_check(tmp_path):
 def test_a_python_without_tarfiles_data_filter_extracts_and_refuses_alike(tmp_path,
                                                                           monkeypatch):
     """Debian 12's Python 3.11.2 has no filter="data" (3.11.4 added it): the archive still
-    extracts, and a member that climbs out of the folder is still refused (issue 55)."""
+    extracts, and a member that climbs out of the folder is still refused."""
     import tarfile
     monkeypatch.delattr(tarfile, "data_filter", raising=False)
     folder = extracts_after_md5_check(tmp_path)

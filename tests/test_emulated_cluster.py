@@ -125,7 +125,7 @@ def test_a_poll_runs_no_command_on_the_node(netns, tmp_path, monkeypatch):
 
 
 # The system-modes no other test here runs over SSH: pytorch-sync and mxnet-sync run in the
-# bandwidth rounds, pytorch-sync on the cut link, mxnet-sync behind the bastion (issue 56: the
+# bandwidth rounds, pytorch-sync on the cut link, mxnet-sync behind the bastion (the
 # five at once cost 180 s on the EPYC, 2026-11-29). mxnet-async runs MXNet-sync's roles with
 # another KVStore type, so its path over SSH is MXNet-sync's (as in tests/test_faults.py;
 # a user's `invoke bench --inventory netns` still runs all five).
@@ -272,7 +272,7 @@ def test_the_mesh_check_names_a_blocked_port_and_a_wrong_interface_in_seconds(ne
                                                                              capsys):
     """A firewall in node2's namespace drops TCP to its TensorFlow worker port; then an
     inventory naming an interface the hosts do not have. Each stops `bench` before any cell,
-    naming the pair, the port or the interface, and the fix (issue 38)."""
+    naming the pair, the port or the interface, and the fix."""
     import registry
     node2 = netns["hosts"][1]
     port = 29500 + registry.ports()["tf_worker"]
@@ -313,9 +313,9 @@ def test_nodes_behind_a_bastion_with_hostile_workdirs_build_their_envs_from_a_wh
     reads them alone (no index, no pip configuration of the node's). With one wheel taken out
     the build stops naming it; with the wheelhouse whole, an mxnet-sync cell (a scheduler,
     three servers, three workers) runs in the env it built, the liveness watch asking through
-    the bastion too, and collect fetches it (issue 38). One run for the three: each is a
+    the bastion too, and collect fetches it. One run for the three: each is a
     property of the same path (what is sent over SSH, and how), and a run of each cost a
-    provisioning and a cell more (issue 39). MXNet's wheels are 65 MB, PyTorch's 210 MB:
+    provisioning and a cell more. MXNet's wheels are 65 MB, PyTorch's 210 MB:
     what is proved is the same."""
     bastion, *behind = netns["hosts"]
     assert not reaches_a_registry(bastion)

@@ -86,7 +86,7 @@ def test_a_cell_never_run_gets_a_prior_scaled_by_the_slowest_node(tmp_path, monk
 
 
 def test_a_plan_with_no_basis_says_so_and_never_0_s():
-    """No earlier run and no probe: the dry run says there is no basis, not "0 s" (issue 55),
+    """No earlier run and no probe: the dry run says there is no basis, not "0 s",
     and so does its note of what 3 repeats would cost."""
     from harness import commands
     cells = matrix.plan("smoke", 2)

@@ -203,7 +203,7 @@ def test_auto_sizing_leaves_ssh_hosts_and_explicit_values_alone(tmp_path):
 
 def test_host_in_a_workdir_is_the_nodes_name_in_every_inventory(tmp_path):
     """A shared home (NFS) gives every host the same ~/dlbench: `{host}` makes each node's
-    workdir its own, in any inventory, not only Slurm's (issue 38)."""
+    workdir its own, in any inventory, not only Slurm's."""
     path = tmp_path / "cluster.yml"
     path.write_text(
         "all:\n  vars:\n    ansible_connection: ssh\n    ansible_user: bench\n"
@@ -267,7 +267,7 @@ def test_the_mesh_check_names_an_unreachable_port_and_a_wrong_interface():
 
 def test_a_bastion_is_parsed_and_becomes_ansibles_proxy_command(tmp_path):
     """`jump_host: [user@]host[:port]`: Fabric connects through it (gateway), and Ansible gets
-    a ProxyCommand with the bastion's key checked against the same known_hosts (issue 38)."""
+    a ProxyCommand with the bastion's key checked against the same known_hosts."""
     import shlex
     from harness.nodes import provision
     path = tmp_path / "cluster.yml"

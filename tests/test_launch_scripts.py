@@ -278,10 +278,10 @@ def test_a_missing_unknown_or_mistyped_key_is_named(tmp_path):
 
 
 def test_the_verdict_profile_runs_three_repeats_as_randomized_blocks():
-    """Independent repeats as randomized complete blocks (issue 54): every cell's repeat r
+    """Independent repeats as randomized complete blocks: every cell's repeat r
     before any cell's repeat r + 1, each block in a random order drawn from the run's seed
     (the same seed, the same order: a resumed or audited run can be replayed); 3 x 2 x 16
-    steps (LeNet-5 2 x 64: 3 x 128), no more than one run of the old ceiling of 4 x 40 (issue 36)
+    steps (LeNet-5 2 x 64: 3 x 128), no more than one run of the old ceiling of 4 x 40
     but for LeNet-5, whose steps are 15-25 ms."""
     plan = lambda seed: [c.id for c in matrix.plan(  # noqa: E731
         "verdict", 3, benchmarks="lenet5-cifar10,resnet18-cifar10", order_seed=seed)]

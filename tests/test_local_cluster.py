@@ -230,7 +230,7 @@ def test_every_system_mode_trains_and_profiles_a_resnet(provisioned, tmp_path):
     read BatchNorm statistics, an all-reduce, on one worker only."""
     import pandas as pd
     from analysis import operators
-    # mxnet-async runs MXNet-sync's servers and network with another KVStore type (issue 56)
+    # mxnet-async runs MXNet-sync's servers and network with another KVStore type
     systems = [s for s in SYSTEMS if s != "mxnet-async"]
     invoke("bench", "--results", str(tmp_path), "--benchmarks", "resnet18-cifar10",
            "--systems", ",".join(systems), "--steps", "4", "--profile-steps", "2")

@@ -104,7 +104,7 @@ def test_a_rule_with_an_unknown_category_is_refused(tmp_path):
 
 def test_operator_claims_take_their_interval_from_repeats():
     """MXNet's tanh_backward at 30, 35 and 40x PyTorch's over three repeats: the ratio is the
-    mean, 35x; the interval is of the mean over repeats (issue 54; the prediction of a fourth
+    mean, 35x; the interval is of the mean over repeats (the prediction of a fourth
     repeat was 16 - 76), 35 x/ exp(4.303 x 0.155 / sqrt(3)) = 23.8 - 51.5, wider than the
     band (27.8 - 43.5): inconclusive, and about how many repeats would decide it. At 34.5, 35
     and 35.5x the repeats agree, and the claim is reproduced."""

@@ -102,7 +102,7 @@ def test_the_report_says_where_each_of_the_papers_setup_values_comes_from():
 
 def test_the_papers_fixed_setup_is_one_set_of_constants_that_paper_yml_quotes():
     """contract/paper.py's constants are the numbers paper.yml gives with the paper's words,
-    and the paper's tables say them (issue 56: the package plans cells from the constants)."""
+    and the paper's tables say them (the package plans cells from the constants)."""
     from contract import paper
     setup, text = REFERENCE["setup"], flat(PAPER.read_text()) if PAPER.is_file() else ""
     assert (paper.NODES, paper.VCPUS_PER_NODE, paper.EPOCHS, paper.STEPS_PER_EPOCH,

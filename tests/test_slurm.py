@@ -84,7 +84,7 @@ def test_provisioned_and_run_through_slurm_with_sacct_for_every_step(allocation,
     for name in ("node1", "node2", "node3"):  # each node's facts, gathered on that node
         facts = json.loads((WORKDIR / name / "facts.json").read_text())
         assert (facts["node"], facts["provisioned_through"]) == (name, "slurm")
-    # the two system-modes with every kind of role between them (issue 56): TF-async's chief,
+    # the two system-modes with every kind of role between them: TF-async's chief,
     # parameter servers and workers, MXNet's scheduler, servers and workers. Each role is a job
     # step the same way whatever the mode; each kind of role runs over SSH on the same hosts
     # (tests/test_emulated_cluster.py)

@@ -59,7 +59,7 @@ def test_a_process_in_start_up_may_hold_its_sampler_three_times_as_long():
 
 
 def test_a_beating_process_that_never_ends_its_start_up_stalls_at_the_setup_bound():
-    """The tensorflow-async chief of issue 25: alive, sampling, never a first step."""
+    """A tensorflow-async chief seen hanging: alive, sampling, never a first step."""
     bounds = stall.Bounds(setup=90.0, step=30.0, source="test")
     timeline = [(t, {"updated": float(t), "phase": "setup", "step": 0}) for t in range(0, 92)]
     reasons = watch_over(proc("node1/chief-0"), timeline, bounds)

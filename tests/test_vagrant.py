@@ -193,7 +193,7 @@ def test_the_accelerator_is_tcg_where_kvm_cannot_be_opened(monkeypatch, tmp_path
 
 def test_the_box_recipe_hash_follows_the_recipe(monkeypatch):
     """The hash follows the recipe, whether or not Vagrant (whose insecure key the box holds)
-    is installed: a bare machine runs this too (issue 55)."""
+    is installed: a bare machine runs this too."""
     from harness.clusters import vmbox
     monkeypatch.setattr(vmbox, "insecure_key", lambda: "ssh-rsa AAAA vagrant insecure public key")
     first = vmbox.recipe_hash()

@@ -19,7 +19,7 @@ from bench.tensorflow.parts import built, local_batch, prepare_calibration, repl
 # one (AtomicFunction.__del__ -> EagerContext::MaybeRemoveFunctionRemotely, in a closure
 # thread) holding the chief ~30 s while it wrote its result: 3 of 11 full-length LeNet-5
 # launches lost 30 s so, and a fourth froze 20 s in its calibration, most likely the same way
-# (its sampler silent, the cell failed as stalled): notebook.md, 2026-11-29.
+# (its sampler silent, the cell failed as stalled): docs/notebook.md.
 KEPT = []
 
 

@@ -68,7 +68,7 @@ FILES = {
                               "iface eth0 inet dhcp\n",
     # dhclient's default is to ask for 60 s: in a CI run one TCG guest raised its interface
     # after 1 min with no address, and Vagrant gave up after 15 min. It asks for 300 s here.
-    # The `retry` does not help at boot: a later CI guest (2026-11-27) got no address in the
+    # The `retry` does not help at boot: a CI guest got no address in the
     # 300 s and ifup failed ("Failed to start Raise network interfaces"), so its client did not
     # go on in the background; vmwatch.py restarts such a VM while Vagrant waits
     "etc/dhcp/dhclient.conf": "# dlbench: ask for 300 s, then every 10 s (not every 5 min)\n"

@@ -1,10 +1,10 @@
 """While `vagrant up` waits for each VM's address: a VM whose DHCP client gave up is restarted
 once.
 
-Why: in CI (2026-11-27) one of three TCG guests got no address within its DHCP client's 300 s,
+Why: in CI one of three TCG guests got no address within its DHCP client's 300 s,
 its "Raise network interfaces" failed, and vagrant-libvirt went on asking libvirt for the VM's
 lease for about 10 more minutes before it removed the VM and failed. The guest never asks again
-by itself: ifupdown runs its DHCP client once. Seen here the same day (the first boot's DHCP
+by itself: ifupdown runs its DHCP client once. Seen here too (the first boot's DHCP
 blocked on purpose, then unblocked): after a reset (`virsh reset`) the guest asked every few
 seconds for 4 minutes and libvirt's DHCP offered an address each time (the offers, with correct
 checksums, reached the VM's tap device), but the guest never took one; after `virsh destroy`
@@ -24,8 +24,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 POLL_SECONDS = 5
 # a file system stamps a write with the kernel's coarse clock, which may lag time.time() by a
 # tick: a console written in the watch's first milliseconds must not read as an earlier VM's
-# (the likely cause, not shown, of CI's one failure on 2026-11-30: the test's console, written
-# at once, was never read; 20,000 writes here never stamped one early)
+# (the likely cause, not shown, of a CI failure: the test's console, written at once, was
+# never read; 20,000 writes here never stamped one early)
 MTIME_SLACK = 1.0
 
 

@@ -179,7 +179,7 @@ def _extract(archive, root, s):
         with tarfile.open(archive, "r:gz") as tar:
             if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
                 tar.extractall(root, filter="data")
-            else:  # Debian 12's 3.11.2 (issue 55): the same refusals, by hand
+            else:  # Debian 12's 3.11.2: the same refusals, by hand
                 tar.extractall(root, members=_plain_members(tar))
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise UserError("archive %s could not be extracted: %s" % (archive, exc),
@@ -193,8 +193,8 @@ def _extract(archive, root, s):
 # --- shards ---------------------------------------------------------------------------------
 
 def dataset_id(name, source, seed=0):
-    # "learnable": the synthetic set's pixels depend on the label since 2026-11-24 (a new id,
-    # so that shards of the earlier, unlearnable set are not taken for it)
+    # "learnable": the synthetic set's pixels depend on the label (an id of its own, so that
+    # shards of an earlier, unlearnable set are never taken for it)
     return "%s-%s" % (name, "synthetic-learnable-seed%d" % seed if source == "synthetic"
                       else "real")
 

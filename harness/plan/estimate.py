@@ -126,7 +126,7 @@ def summary(rows, total):
     """One line: the expected total, what it rests on, and the cells it cannot tell."""
     unknown = sum(1 for _, s, _ in rows if s is None)
     priors = [s for _, s, run_id in rows if run_id == PRIOR]
-    if unknown == len(rows):  # no time at all: never "0 s" (issue 55)
+    if unknown == len(rows):  # no time at all: never "0 s"
         return "expected: no basis for any of the %d cell(s): `invoke estimate` times a few " \
             "steps of each" % len(rows)
     line = "expected: %s for %d of %d cell(s)" % (duration(total), len(rows) - unknown,

@@ -32,18 +32,18 @@ PROFILES = {
               "profile_steps": 20, "stacks": PAPER_AND_TODAY},
     "quick": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 1,
               "steps": 30, "warmup": 5, "data": "synthetic", "profile_steps": 10},
-    # adaptive (issue 16): per cell, two or more short epochs over a subset of each shard (the
+    # adaptive: per cell, two or more short epochs over a subset of each shard (the
     # first uncached, the later ones cached as TensorFlow caches them) until the 95% interval
     # of the later epochs' mean step is within +-2% (or 4 epochs); the analysis projects the
     # paper's 10 x 396 steps from the first epoch's rate and the later epochs' rate
-    # issue 36: three independent repeats of 2 x 16 steps (96 steps a cell) instead of one
-    # run of up to 4 x 40 (160): run-to-run variation is what the intervals missed. Each
+    # three independent repeats of 2 x 16 steps (96 steps a cell), not one run of up to
+    # 4 x 40 (160): run-to-run variation is what one run's interval misses. Each
     # repeat profiles 5 steps and calibrates 5 passes (15 of each over the repeats, against the
     # one run's 10): at 10 each, the repeats' extras took the run over 5% of the paper's length.
     # 16 steps with 1 warm-up step (the traced first) leave the first epoch the 15 measured
     # steps MSER-5 needs; 2 x 20 with 5 took 5.37% of the paper's length (docs/methodology.md)
     # LeNet-5 gets 64 steps an epoch: its steps take 15-25 ms, so 16 time a third of a second,
-    # shorter than this machine's own swings (issue 54: 31-step windows of a full run varied
+    # shorter than this machine's own swings (31-step windows of a full run varied
     # 4.6-8.2%, 124-step ones 3.0-5.4%; repeats of 2 x 64 varied 4.8% against 2 x 16's 9.1%,
     # docs/methodology.md); 64 time about a second, for about 1.5 s more a cell (the other
     # networks' steps take 0.4-1.5 s: 16 already time several seconds)
@@ -212,7 +212,7 @@ def plan(profile, nodes, **given):
             cells += [replace(base, stack=stack) for stack in choice.stacks or [""]]
     repeats = choice.repeats or spec.get("repeats", 1)
     # networks outermost: the links are reshaped once per setting, not once per cell; within
-    # a setting, randomized complete blocks (issue 54): repeat r of every cell runs before
+    # a setting, randomized complete blocks: repeat r of every cell runs before
     # repeat r + 1 of any, each block in its own seeded random order. Within a block neither
     # the machine's slow drift nor what ran just before biases one system-mode; drift between
     # blocks is a block effect that cancels in a ratio of two cells (analysis/stats.py,

@@ -18,7 +18,7 @@ from contract import nodefolder
 
 BOUND = 0.05
 # CPU seconds of others' CPU let off in each process's window: quiet windows of 1.6-4.2 s on
-# nodes of 1 CPU read 0.00-0.12 s whatever their length (2026-11-28); one source, by the
+# nodes of 1 CPU read 0.00-0.12 s whatever their length; one source, by the
 # kernel's process accounting, is the data loader's forked worker (30-40 ms, ended by a signal
 # between two scans)
 FLOOR_SECONDS = 0.15
