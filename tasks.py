@@ -7,11 +7,25 @@ import inspect
 import sys
 from types import SimpleNamespace
 
-from invoke import Collection, Exit, task
+import invoke
+from invoke import Collection, Exit
 
 import registry
 from harness.plan import options
 from harness.plan.options import BenchOptions, check_positive
+
+
+class _Task(invoke.Task):
+    """Invoke's task, whose automatic short flags follow conventions: `-h` is help alone, and
+    a short flag is a letter (Invoke otherwise takes the next character of the name that is
+    free, which gave --sbatch `-h` and --retry-failed a bare `--`)."""
+
+    def arg_opts(self, name, default, taken_names):
+        return super().arg_opts(name, default, set(taken_names) | set("h-_0123456789"))
+
+
+def task(*args, **kwargs):
+    return invoke.task(*args, klass=_Task, **kwargs)
 
 
 def _options(c, **given):
