@@ -24,11 +24,26 @@ TWO_OWN = {"inventory": {"name": "local", "layout": "2 local node(s) x 1 thread(
 
 def probe(node1_together, node2_together=455.0, steal=None):
     """Two nodes, each alone before and after each of three rounds: node1 at 440, 450, 460,
-    450 (its own noise 2.3%), node2 at 460, 455, 470, 460."""
-    return contention.summarise(
+    450 (its own noise 2.3%), node2 at 460, 455, 470, 460; every node quiet when settled."""
+    return dict(contention.summarise(
         {"node1": [440.0, 450.0, 460.0, 450.0], "node2": [460.0, 455.0, 470.0, 460.0]},
         {"node1": [node1_together] * 3, "node2": [node2_together] * 3},
-        {"node1": [steal] * 7, "node2": [None] * 7}, seconds=9.0)
+        {"node1": [steal] * 7, "node2": [None] * 7}, seconds=9.0),
+        settle=settled_as(a=True, b=True, node1=True, node2=True))
+
+
+def settled_as(**quiet):
+    """What a settling found: node name -> quiet or not (others' CPU 100% where not)."""
+    return {name: {"waited": 1.0 if calm else 20.0, "dirty_mb": 0.0, "quiet": calm,
+                   "busy": 0.01 if calm else 1.0, "io_stall": 0.0}
+            for name, calm in quiet.items()}
+
+
+@pytest.fixture
+def quiet_nodes(monkeypatch):
+    """Settling (before a probe is reused) finds every node quiet unless a test says not."""
+    monkeypatch.setattr(contention, "settle", lambda nodes, pythons: settled_as(
+        **{n.name: True for n in nodes}))
 
 
 def test_the_summary_compares_each_round_with_the_readings_alone_around_it():
@@ -156,7 +171,8 @@ def test_the_settling_is_said_with_its_figures():
     loud = dict(quiet, node2=dict(quiet["node2"], quiet=False, waited=30.4, busy=0.52))
     assert contention.settle_text(loud).endswith(
         "still busy after 20 s, measured anyway (node2: other programs 52% of its CPUs, "
-        "I/O stall 1%)")
+        "I/O stall 1%): that is load, not the hardware's speed, and every cell is judged for "
+        "it")
 
 
 def with_probe(manifest, measured):
@@ -262,10 +278,10 @@ class FakeHost:
         self.workdir = "/w/" + name
 
 
-def test_a_recent_probe_of_the_same_nodes_is_reused(monkeypatch, tmp_path):
+def test_a_recent_probe_of_the_same_nodes_is_reused(monkeypatch, tmp_path, quiet_nodes):
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
     runs = []
-    monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or probe(
+    monkeypatch.setattr(contention, "measure", lambda nodes, pythons, settled=None: runs.append(1) or probe(
         445.0))
     nodes = [type("N", (), {"name": n, "host": FakeHost(n, c)})() for n, c in (("a", "0"),
                                                                                  ("b", "1"))]
@@ -274,17 +290,18 @@ def test_a_recent_probe_of_the_same_nodes_is_reused(monkeypatch, tmp_path):
     again = contention.measured_or_recent(nodes, pythons, now=1599.0)
     assert len(runs) == 1 and "reused_after" not in first and again["reused_after"] == 599
     assert again["nodes"] == first["nodes"] and again["measured_at"] == 1000.0
-    assert "measured 599 s ago on the same nodes" in contention.describe(again)
+    assert "measured 599 s ago on the same nodes, quiet then and now" in \
+        contention.describe(again)
     contention.measured_or_recent(nodes, pythons, now=1601.0)  # too old: measured again
     nodes[1].host.cpus = "0"  # another layout: measured again
     contention.measured_or_recent(nodes, pythons, now=1602.0)
     assert len(runs) == 3
 
 
-def test_a_probe_from_an_older_rule_is_not_reused(monkeypatch, tmp_path):
+def test_a_probe_from_an_older_rule_is_not_reused(monkeypatch, tmp_path, quiet_nodes):
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
     runs = []
-    monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or probe(
+    monkeypatch.setattr(contention, "measure", lambda nodes, pythons, settled=None: runs.append(1) or probe(
         445.0))
     nodes = [type("N", (), {"name": "a", "host": FakeHost("a", "0")})()]
     contention.measured_or_recent(nodes, {"a": "/env/python"}, now=1000.0)
@@ -299,11 +316,11 @@ def test_a_probe_from_an_older_rule_is_not_reused(monkeypatch, tmp_path):
 @pytest.mark.parametrize("found", [lambda: probe(300.0), noisy_probe],
                          ids=["shared", "not ruled out"])
 def test_a_probe_that_found_sharing_or_could_not_tell_is_never_reused(
-        monkeypatch, tmp_path, found):
+        monkeypatch, tmp_path, found, quiet_nodes):
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
     monkeypatch.delenv(contention.REUSE_SHARED_VARIABLE, raising=False)  # a user's run
     runs = []
-    monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or found())
+    monkeypatch.setattr(contention, "measure", lambda nodes, pythons, settled=None: runs.append(1) or found())
     nodes = [type("N", (), {"name": "a", "host": FakeHost("a", "0")})()]
     first = contention.measured_or_recent(nodes, {"a": "/env/python"}, now=1000.0)
     again = contention.measured_or_recent(nodes, {"a": "/env/python"}, now=1001.0)
@@ -486,7 +503,7 @@ def test_a_slow_scan_is_made_less_often(monkeypatch):
     assert tracker.every == interference.Tracker.SCAN_SECONDS
 
 
-def test_fewer_rounds_on_request_are_said_and_not_reused_by_a_full_probe(monkeypatch, tmp_path):
+def test_fewer_rounds_on_request_are_said_and_not_reused_by_a_full_probe(monkeypatch, tmp_path, quiet_nodes):
     monkeypatch.setenv(contention.ROUNDS_VARIABLE, "2")
     assert contention.rounds_wanted() == 2
     monkeypatch.setenv(contention.ROUNDS_VARIABLE, "0")
@@ -495,7 +512,7 @@ def test_fewer_rounds_on_request_are_said_and_not_reused_by_a_full_probe(monkeyp
     monkeypatch.setenv(contention.ROUNDS_VARIABLE, "1")
     monkeypatch.setattr(contention, "cache_dir", lambda: tmp_path)
     runs = []
-    monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or dict(
+    monkeypatch.setattr(contention, "measure", lambda nodes, pythons, settled=None: runs.append(1) or dict(
         probe(445.0), rounds_wanted=contention.rounds_wanted()))
     node = type("N", (), {"name": "a", "host": type("H", (), dict(
         address="x", connection="ssh", cpus="", vcpus=1, workdir="w"))()})()
@@ -507,10 +524,10 @@ def test_fewer_rounds_on_request_are_said_and_not_reused_by_a_full_probe(monkeyp
     assert runs == [1, 1]  # a full probe is wanted: measured again
 
 
-def test_a_probe_that_found_sharing_is_reused_only_where_the_suite_asks(monkeypatch, tmp_path):
+def test_a_probe_that_found_sharing_is_reused_only_where_the_suite_asks(monkeypatch, tmp_path, quiet_nodes):
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
     runs = []
-    monkeypatch.setattr(contention, "measure", lambda nodes, pythons: runs.append(1) or probe(
+    monkeypatch.setattr(contention, "measure", lambda nodes, pythons, settled=None: runs.append(1) or probe(
         300.0))
     nodes = [type("N", (), {"name": n, "host": FakeHost(n, "0")})() for n in ("a", "b")]
     pythons = {"a": "/env/python", "b": "/env/python"}
@@ -523,3 +540,52 @@ def test_a_probe_that_found_sharing_is_reused_only_where_the_suite_asks(monkeypa
     assert len(runs) == 2 and again["shared"] and again["reused_after"] == 10
     assert "reused though it found sharing (DLBENCH_PROBE_REUSE_SHARED)" in \
         contention.describe(again)
+
+
+def two_nodes():
+    return [type("N", (), {"name": n, "host": FakeHost(n, c)})() for n, c in (("node1", "0"),
+                                                                                ("node2", "1"))]
+
+
+def test_a_probe_is_reused_only_while_the_load_it_saw_is_the_same(monkeypatch, tmp_path):
+    """A program busy on node2 from before the run: the probe that saw it is never reused,
+    and a quiet probe is not reused once a load has come (the settling says so first)."""
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
+    now_quiet = {"node1": True, "node2": False}
+    monkeypatch.setattr(contention, "settle", lambda nodes, pythons: settled_as(**now_quiet))
+    handed = []
+
+    def measure(nodes, pythons, settled=None):
+        handed.append(settled)
+        return dict(probe(445.0), settle=settled or settled_as(**now_quiet))
+    monkeypatch.setattr(contention, "measure", measure)
+    pythons = {"node1": "/env/python", "node2": "/env/python"}
+    busy = contention.measured_or_recent(two_nodes(), pythons, now=1000.0)
+    assert not busy["settle"]["node2"]["quiet"] and handed == [None]
+    now_quiet["node2"] = True
+    quiet = contention.measured_or_recent(two_nodes(), pythons, now=1001.0)
+    assert "reused_after" not in quiet and len(handed) == 2  # saw a load: measured again
+    again = contention.measured_or_recent(two_nodes(), pythons, now=1002.0)
+    assert again["reused_after"] == 1 and len(handed) == 2
+    now_quiet["node2"] = False  # a load came: the settling that found it is handed on
+    loaded = contention.measured_or_recent(two_nodes(), pythons, now=1003.0)
+    assert "reused_after" not in loaded and handed[-1] == settled_as(node1=True, node2=False)
+
+
+def test_a_node_busy_before_the_probe_is_not_read_as_slow_hardware():
+    """node2 kept at 81 chunks/s by a program on its CPU, node1 quiet at 233: the nodes are
+    not emulated (slowness 1, so disturbance is judged), where the same 81 on a quiet node2
+    would be (PRIOR_SPEED is about 470)."""
+    from harness.plan import estimate
+    from harness.run import disturbance
+    found = {"nodes": {"node1": {"alone": 233.0}, "node2": {"alone": 81.0}},
+             "settle": settled_as(node1=True, node2=False), "shared": False}
+    assert estimate.hardware_read(found) == ["node1"]
+    assert estimate.slowness(found) == 1.0
+    assert contention.emulated({"node1": [233.0], "node2": [81.0]}, found["settle"]) == ""
+    assert disturbance.judged(found, type("B", (), {"slowness": estimate.slowness(found)})())
+    quiet = dict(found, settle=settled_as(node1=True, node2=True))
+    assert estimate.slowness(quiet) == pytest.approx(estimate.PRIOR_SPEED / 81.0)
+    assert estimate.slowness(quiet) >= estimate.SLOW_NODES
+    everyone_busy = dict(found, settle=settled_as(node1=False, node2=False))
+    assert estimate.hardware_read(everyone_busy) == ["node1", "node2"]

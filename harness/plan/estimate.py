@@ -95,9 +95,21 @@ def slowness(probe):
     """How many times slower than PRIOR_SPEED the slowest probed node computes, where it is
     SLOW_NODES times or more (emulated VMs: 15-20x here), else 1: the harness's bounds and
     polling stay as they are on nodes of ordinary speed."""
-    speeds = [v["alone"] for v in ((probe or {}).get("nodes") or {}).values() if v.get("alone")]
+    nodes = (probe or {}).get("nodes") or {}
+    speeds = [nodes[name]["alone"] for name in hardware_read(probe) if nodes[name].get("alone")]
     ratio = PRIOR_SPEED / min(speeds) if speeds else 1.0
     return ratio if ratio >= SLOW_NODES else 1.0
+
+
+def hardware_read(probe):
+    """The probed nodes whose speed alone tells their hardware: those the probe's settling
+    found quiet. A node that other programs kept busy before the probe computed at what their
+    load left it, which says nothing of its CPUs; where every node was busy, all are read
+    (nothing better is known, and the probe's line says that they were busy)."""
+    nodes = sorted(((probe or {}).get("nodes") or {}))
+    settled = (probe or {}).get("settle") or {}
+    quiet = [name for name in nodes if (settled.get(name) or {}).get("quiet", True)]
+    return quiet or nodes
 
 
 def plan_seconds(cells, basis, probe=None, stack=""):

@@ -42,7 +42,9 @@ PROBE_SECONDS = 1.0
 # A probe of the same nodes younger than this that found no sharing is reused instead
 # of run again: a layout does not change in minutes, and runs back to back (verdict-check,
 # fault-bench, the tests) would spend 20 s each on it. A probe that found sharing is never
-# reused: what it saw may have passed. The manifest says when it was measured.
+# reused: what it saw may have passed. Nor is one that found other programs busy, and a quiet
+# one only while the nodes settle quiet again: a load that came or went changes what the
+# probe reads. The manifest says when it was measured.
 REUSE_SECONDS = 600
 # ...unless the test suite asks (tests/conftest.py): its runs on the emulated cluster and in
 # Slurm allocations, whose hosts share two cores, would each probe again for 15-20 s, and
@@ -123,13 +125,14 @@ def rounds_wanted():
     return int(text)
 
 
-def measure(nodes, pythons, rounds=None):
+def measure(nodes, pythons, rounds=None, settled=None):
     """{"nodes": {name: {alone, together, loss, noise, shared, ...}}, "shared": bool,
-    "settle": ...}; pythons: node name -> the Python to run the probe with. One node alone
-    cannot be disturbed by others."""
+    "settle": ...}; pythons: node name -> the Python to run the probe with; settled: what a
+    settling just before found (settled again where not given). One node alone cannot be
+    disturbed by others."""
     rounds = rounds or rounds_wanted()
     began = time.monotonic()
-    settled = settle(nodes, pythons)
+    settled = settled or settle(nodes, pythons)
     alone, together = {n.name: [] for n in nodes}, {n.name: [] for n in nodes}
     steal = {n.name: [] for n in nodes}
 
@@ -139,7 +142,7 @@ def measure(nodes, pythons, rounds=None):
             alone[node.name].append(probe["chunks_per_s"])
             steal[node.name].append(probe["steal"])
     alone_block()
-    short = emulated(alone) or overlapping(nodes) or (
+    short = emulated(alone, settled) or overlapping(nodes) or (
         "%d round(s), not %d (%s)" % (rounds, ROUNDS, ROUNDS_VARIABLE) if rounds != ROUNDS
         else "")
     for _ in range(0 if len(nodes) < 2 else 1 if short and rounds == ROUNDS else rounds):
@@ -175,14 +178,14 @@ def _cpu_set(text):
     return found
 
 
-def emulated(alone):
+def emulated(alone, settled=None):
     """"" or why one round is enough: the nodes, alone, compute SLOW_NODES times or more
     slower than an ordinary machine (VMs under QEMU's emulation: 15-50x). Their claims are not
     judged and disturbance there is shown only (harness/run/disturbance.py), and each probe is
     a Python started on an emulated CPU: the controls of ROUNDS rounds, 23 starts on 3 VMs,
     outlasted CI's 20 minutes for the whole VM test."""
     ratio = estimate.slowness({"nodes": {name: {"alone": v[0] if v else None}
-                                         for name, v in alone.items()}})
+                                         for name, v in alone.items()}, "settle": settled})
     if ratio == 1.0:  # below SLOW_NODES, slowness says 1
         return ""
     return "the nodes compute %.0fx slower than an ordinary machine (emulated): one round, " \
@@ -191,20 +194,39 @@ def emulated(alone):
 
 def measured_or_recent(nodes, pythons, now=None):
     """The probe of these nodes, run now or taken from one run less than REUSE_SECONDS ago
-    that found no sharing (with `reused_after` seconds); kept in the cache either way."""
+    that found no sharing (with `reused_after` seconds), and only while the load is what it
+    saw: every node quiet then, and quiet now (settled again to know); a probe that saw
+    other programs busy is never reused. Kept in the cache either way."""
     now = time.time() if now is None else now
     path = _kept_path(nodes, pythons)
     kept = last_measured(nodes, pythons)
-    calm = not kept.get("shared") and not kept.get("undecided") if kept else False
-    if kept and kept.get("rule") == RULE and (calm or reuse_shared()) and \
-            kept.get("rounds_wanted", ROUNDS) >= rounds_wanted() and \
-            0 <= now - kept["measured_at"] < REUSE_SECONDS:
-        return dict(kept, reused_after=round(now - kept["measured_at"]),
-                    reused_why="" if calm else REUSE_SHARED_VARIABLE)
-    found = dict(measure(nodes, pythons), measured_at=now)
+    settled = None
+    if reusable(kept, now):
+        settled = settle(nodes, pythons)
+        if all_quiet(settled):
+            calm = not kept.get("shared") and not kept.get("undecided")
+            return dict(kept, reused_after=round(now - kept["measured_at"]),
+                        reused_why="" if calm else REUSE_SHARED_VARIABLE)
+    found = dict(measure(nodes, pythons, settled=settled), measured_at=now)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(found))
     return found
+
+
+def reusable(kept, now):
+    """Whether a kept probe may stand for a new one, before the load is checked: the same
+    rule and rounds, younger than REUSE_SECONDS, no sharing found (or REUSE_SHARED_VARIABLE),
+    and every node quiet when it was measured."""
+    if not kept or kept.get("rule") != RULE or not all_quiet(kept.get("settle")):
+        return False
+    calm = not kept.get("shared") and not kept.get("undecided")
+    return (calm or reuse_shared()) and kept.get("rounds_wanted", ROUNDS) >= rounds_wanted() \
+        and 0 <= now - kept["measured_at"] < REUSE_SECONDS
+
+
+def all_quiet(settled):
+    """Whether a settling found every node quiet (False where it is not known)."""
+    return bool(settled) and all(s.get("quiet") for s in settled.values())
 
 
 def reuse_shared():
@@ -320,8 +342,8 @@ def settle_text(settled):
     loud = ["%s: other programs %.0f%% of its CPUs, I/O stall %.0f%%" % (
         name, 100 * s["busy"], 100 * (s["io_stall"] or 0))
         for name, s in sorted(settled.items()) if not s["quiet"]]
-    return text + "; still busy after %d s, measured anyway (%s)" % (
-        SETTLE_SECONDS, "; ".join(loud))
+    return text + "; still busy after %d s, measured anyway (%s): that is load, not the " \
+        "hardware's speed, and every cell is judged for it" % (SETTLE_SECONDS, "; ".join(loud))
 
 
 def describe(result):
@@ -330,7 +352,7 @@ def describe(result):
         return "contention probe: not run"
     when = "%.0f s" % result["seconds"]
     if result.get("reused_after") is not None:
-        when = "measured %d s ago on the same nodes, reused%s" % (
+        when = "measured %d s ago on the same nodes, quiet then and now, reused%s" % (
             result["reused_after"], " though it found sharing (%s)" % result["reused_why"]
             if result.get("reused_why") else "")
     settled = "; " + result["settled"] if result.get("settled") else ""
