@@ -2,9 +2,12 @@
 (harness/plan/options.py): the logic around the parts, with stand-ins for the nodes. That the
 stages run real cells is the local cluster's tests' (tests/test_local_cluster.py)."""
 
+import time
+
 import pytest
 
 from contract.errors import RunIncomplete, UserError
+from contract.runfolder import CellStatus
 from harness.nodes.stacks import RunStacks
 from harness.plan import matrix, options
 from harness.plan.options import BenchOptions
@@ -34,9 +37,35 @@ def test_the_eta_after_a_cell_counts_the_cells_without_an_estimate(tmp_path):
     run = pipeline.Run(tmp_path, "r", [], None, BenchOptions(),
                        expected=[(cells[0], 10.0, ""), (cells[1], None, ""),
                                  (cells[2], 5.5, "")])
-    assert run._after(cells[1:3]) == (5.5, 1)
-    assert run._after(cells[1:]) == (5.5, 3)  # cells 4 and 5: no estimate either
-    assert run._after([]) == (0, 0)
+    assert run._after(cells[1:3])[:2] == (5.5, 1)
+    assert run._after(cells[1:])[:2] == (5.5, 3)  # cells 4 and 5: no estimate either
+    assert run._after([])[:2] == (0, 0)
+
+
+def test_the_display_says_where_the_run_stands(tmp_path):
+    """Before each cell, and in the terminal's live table: the cell's place, the cells done
+    with how many were disturbed and failed (read from their status), the time so far."""
+    import io
+    from rich.console import Console
+    from harness.run import progress
+    cells = matrix.plan("smoke", 2)
+    run = pipeline.Run(tmp_path, "r", [], None, BenchOptions())
+    run.save(CellStatus(cells[0].id, status="succeeded", disturbed="disturbed (node2: ...)"))
+    run.save(CellStatus(cells[1].id, status="succeeded"))
+    tally = run._tally({cells[0].id: "succeeded", cells[1].id: "succeeded",
+                        cells[2].id: "failed"})
+    assert tally == {"done": 3, "failed": 1, "disturbed": 1}
+    so_far = run._after(cells[4:], index=4, total=5, began=time.monotonic() - 100, **tally)
+    assert so_far.text() == "cell 4/5; 3 done, 1 disturbed, 1 failed; 100s in"
+    screen = io.StringIO()
+    display = progress.CellProgress(cells[3], [], after=so_far, console=Console(
+        file=screen, force_terminal=True, width=120))
+    screen_text = display._table([], 12.0).title
+    assert screen_text.startswith("cell 4/5; 3 done, 1 disturbed, 1 failed; ") and \
+        cells[3].id in screen_text
+    log = io.StringIO()  # not a terminal: plain lines, no live table
+    with progress.CellProgress(cells[3], [], after=so_far, console=Console(file=log)) as plain:
+        assert plain.live is None
 
 
 def test_hooks_add_to_every_cell_json_in_the_prepare_stage(tmp_path, monkeypatch):

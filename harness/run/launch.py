@@ -17,7 +17,7 @@ from ..nodes.datasets import full_name, shard_name
 from contract.errors import UserError
 from ..plan.matrix import SYSTEMS
 from ..paths import BENCH
-from .progress import CellProgress
+from .progress import CellProgress, RunSoFar
 from contract import cellconfig, nodefolder
 
 SALVAGED = "operator profile incomplete"  # the warning of a cell kept after a fault
@@ -441,7 +441,7 @@ def log_tail(proc, lines=20):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_cell(cell, processes, timeout, status, save=lambda: None, after=(0.0, 0),
+def run_cell(cell, processes, timeout, status, save=lambda: None, after=RunSoFar(),
              bounds=None):
     """start -> watch -> stop, filling `status` in place (so it survives an interrupt); save()
     writes it, once the pids are known, so a controller that dies leaves them on record.

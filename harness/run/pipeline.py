@@ -16,6 +16,7 @@ import re
 import time
 
 from . import disturbance, interrupts, launch, stall
+from .progress import RunSoFar
 from ..clusters import links
 from ..nodes import datasets
 from ..plan import estimate
@@ -80,13 +81,15 @@ class Run:
     def run_cells(self, cells):
         """Each cell in turn; returns {run_id, path, outcomes}. Whatever ends the loop, the
         manifest and records are written and the nodes' connections closed."""
-        outcomes = {}
+        outcomes, began = {}, time.monotonic()
         interrupts.install()  # Ctrl-C, `kill` or a CI timeout: stop the cell, clean up, keep data
         try:
             for index, cell in enumerate(cells, 1):
                 interrupts.check()
-                print("cell %d/%d" % (index, len(cells)), flush=True)
-                outcomes[cell.id] = self.run_cell(cell, self._after(cells[index:]))
+                so_far = self._after(cells[index:], index=index, total=len(cells), began=began,
+                                     **self._tally(outcomes))
+                print(so_far.text(), flush=True)
+                outcomes[cell.id] = self.run_cell(cell, so_far)
                 if not self._go_on(outcomes[cell.id], len(cells) - index):
                     break
         except KeyboardInterrupt:
@@ -101,10 +104,18 @@ class Run:
               % (self.run_id, len(outcomes) - len(failed), len(failed), self.path))
         return {"run_id": self.run_id, "path": self.path, "outcomes": outcomes}
 
-    def _after(self, later):
-        """The expected seconds of the cells still to come, and how many have no estimate."""
+    def _after(self, later, **place):
+        """RunSoFar: the expected seconds of the cells still to come, how many have no
+        estimate, and `place` (the cell's index and the run's counts)."""
         after = [self.seconds.get(c.id) for c in later]
-        return sum(s for s in after if s is not None), after.count(None)
+        return RunSoFar(sum(s for s in after if s is not None), after.count(None), **place)
+
+    def _tally(self, outcomes):
+        """The cells done so far: how many, how many failed, how many disturbed."""
+        failed = [cid for cid, outcome in outcomes.items() if outcome != "succeeded"]
+        disturbed = [cid for cid in outcomes if cid not in failed and
+                     self.folder.status(cid).get("disturbed")]
+        return {"done": len(outcomes), "failed": len(failed), "disturbed": len(disturbed)}
 
     def _go_on(self, outcome, left):
         """After a cell: whether the next runs. A node taken away (Slurm's drain or down, a
@@ -135,7 +146,7 @@ class Run:
             cell, self.basis.get(estimate.key(cell.settings, self.stacks.of(cell).name)) or
             estimate.prior(cell, self.probe), estimate.slowness(self.probe))
 
-    def run_cell(self, cell, after=(0.0, 0)):
+    def run_cell(self, cell, after=RunSoFar()):
         """A cell runs once more (once) when it failed because a framework crashed in native
         code (SIGSEGV or SIGABRT: TF 2.21's coordinator and profiler have, at random), or when
         it succeeded disturbed: other programs or steal took more than the bound of a node's
@@ -172,7 +183,7 @@ class CellRun:
     """One attempt at a cell, stage by stage: prepare, launch_and_watch, fetch, judge,
     record."""
 
-    def __init__(self, run, cell, after=(0.0, 0)):
+    def __init__(self, run, cell, after=RunSoFar()):
         self.run, self.cell, self.after = run, cell, after
         self.bounds = run.bounds(cell)
         self.status = CellStatus(cell.id, status="running", settings=cell.settings)

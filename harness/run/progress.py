@@ -5,6 +5,7 @@ harness/plan/estimate.py).
 On a terminal: a live table (rich). Elsewhere (CI, a log file): one line every LINE_SECONDS.
 """
 import time
+from typing import NamedTuple, Optional
 
 from rich.console import Console
 from rich.live import Live
@@ -13,12 +14,36 @@ from rich.table import Table
 LINE_SECONDS = 10
 
 
+class RunSoFar(NamedTuple):
+    """Where the run stands as a cell starts: the expected seconds of the cells after it and
+    how many of those have no estimate (the run's ETA), the cell's place among the run's,
+    the cells done before it with how many were disturbed and failed, and when the run began
+    (time.monotonic)."""
+    seconds: float = 0.0
+    unestimated: int = 0
+    index: int = 0
+    total: int = 0
+    done: int = 0
+    disturbed: int = 0
+    failed: int = 0
+    began: Optional[float] = None
+
+    def text(self):
+        """"cell 3/22; 2 done, 1 disturbed, 0 failed; 4min in" ("" outside a run)."""
+        if not self.total:
+            return ""
+        since = "; %s in" % _short(time.monotonic() - self.began) if self.began else ""
+        return "cell %d/%d; %d done, %d disturbed, %d failed%s" % (
+            self.index, self.total, self.done, self.disturbed, self.failed, since)
+
+
 class CellProgress:
-    def __init__(self, cell, processes, console=None, after=(0.0, 0)):
+    def __init__(self, cell, processes, console=None, after=RunSoFar()):
         self.cell = cell
         self.processes = processes
+        self.run = RunSoFar(*after)
         # the cells after this one: their expected seconds, and how many have no estimate
-        self.after, self.unestimated = after
+        self.after, self.unestimated = self.run.seconds, self.run.unestimated
         self.console = console or Console()
         if not self.console.is_terminal:
             self.console.width = 200  # log lines, not a screen: do not wrap them
@@ -65,9 +90,10 @@ class CellProgress:
         return ", cell ETA %s, run ETA %s" % (_short(left), run)
 
     def _table(self, processes, elapsed):
-        table = Table(title="%s  elapsed %.0f s%s" % (self.cell.id, elapsed,
-                                                      self.eta(processes, elapsed)),
-                      title_justify="left")
+        title = "%s  elapsed %.0f s%s" % (self.cell.id, elapsed, self.eta(processes, elapsed))
+        if self.run.text():
+            title = "%s\n%s" % (self.run.text(), title)
+        table = Table(title=title, title_justify="left")
         for column in ("node/role", "steps", "phase", "peak RSS MB", "pid"):
             table.add_column(column)
         for p in processes:
