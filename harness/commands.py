@@ -320,8 +320,9 @@ def attach_explain(results, run_id, explain_path):
     return analyze(results, path.name)
 
 
-def reproduce(inventory_name, stack_names, profile, results, data=None):
-    """provision, bench, collect and analyze, every cell under each of stack_names."""
+def reproduce(inventory_name, stack_names, profile, results, data=None, timeout=None):
+    """provision, bench, collect and analyze, every cell under each of stack_names; timeout:
+    bench's --timeout (seconds before a cell is stopped; None: the size's)."""
     from .nodes import provision
 
     began = time.monotonic()
@@ -329,7 +330,7 @@ def reproduce(inventory_name, stack_names, profile, results, data=None):
     provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_names[0],
                                    stacks=stacks, size=profile, data=data))
     outcome = bench_named(inventory_name, stack_names[0], profile, results, data=data,
-                          stacks=stacks)
+                          stacks=stacks, timeout=timeout)
     collect_run(inventory_name, results, outcome["run_id"])
     built = analyze(results, outcome["run_id"])
     print("\nreproduce finished in %.0f s\n  report:  %s\n  figures: %s\n  results: %s"

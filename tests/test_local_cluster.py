@@ -543,7 +543,7 @@ def test_a_program_busy_on_a_node_from_before_the_run_is_load_not_slow_hardware(
     assert "running it once more, was disturbed (%s: other programs" % busy.name in out, out
     (cell,) = [p.parent for p in (tmp_path / "busy").glob("*/status.json")]
     first = json.loads((tmp_path / "busy" / ".attempts" / (cell.name + ".1") / busy.name /
-                        "worker-%d" % (NODES - 1) / "result.json").read_text())["interference"]
+                        ("worker-%d" % (NODES - 1)) / "result.json").read_text())["interference"]
     # the program takes about half of the node's CPU for the whole window
     assert first["others_cpu"] > 0.2, first
     status = json.loads((cell / "status.json").read_text())
