@@ -525,7 +525,9 @@ def test_a_program_busy_on_a_node_from_before_the_run_is_load_not_slow_hardware(
     of the verdicts, and bench exits 3."""
     busy = inventory.load("local").hosts[-1]
     pin = ["taskset", "-c", busy.cpus] if busy.cpus else []
-    hogs = [subprocess.Popen(pin + [sys.executable, "-c", "while True: pass"], cwd="/")
+    # each ends by itself after 10 minutes, should the test be killed before its `finally`
+    hogs = [subprocess.Popen(pin + [sys.executable, "-c", "import time\nt = time.time()\n"
+                                    "while time.time() - t < 600: pass"], cwd="/")
             for _ in range(busy.vcpus)]
     try:
         # the cell must be judged for disturbance: FULL_PROBE
