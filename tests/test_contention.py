@@ -538,7 +538,7 @@ def test_a_probe_that_found_sharing_is_reused_only_where_the_suite_asks(monkeypa
     monkeypatch.setenv(contention.REUSE_SHARED_VARIABLE, "1")
     again = contention.measured_or_recent(nodes, pythons, now=1020.0)
     assert len(runs) == 2 and again["shared"] and again["reused_after"] == 10
-    assert "reused though it found sharing (DLBENCH_PROBE_REUSE_SHARED)" in \
+    assert "reused though it found sharing or load (DLBENCH_PROBE_REUSE_SHARED)" in \
         contention.describe(again)
 
 
@@ -551,6 +551,7 @@ def test_a_probe_is_reused_only_while_the_load_it_saw_is_the_same(monkeypatch, t
     """A program busy on node2 from before the run: the probe that saw it is never reused,
     and a quiet probe is not reused once a load has come (the settling says so first)."""
     monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path))
+    monkeypatch.delenv(contention.REUSE_SHARED_VARIABLE, raising=False)  # a user's run
     now_quiet = {"node1": True, "node2": False}
     monkeypatch.setattr(contention, "settle", lambda nodes, pythons: settled_as(**now_quiet))
     handed = []

@@ -531,8 +531,10 @@ def test_a_program_busy_on_a_node_from_before_the_run_is_load_not_slow_hardware(
             for _ in range(busy.vcpus)]
     try:
         # the cell must be judged for disturbance: FULL_PROBE
+        # a user's run: no probe reused without the load checked (the suite's shortcut off)
         bench = invoke("bench", "--systems", "pytorch-sync", "--run", "busy", "--results",
-                       str(tmp_path), env=FULL_PROBE, check=False)
+                       str(tmp_path), env=dict(FULL_PROBE, **{
+                           contention.REUSE_SHARED_VARIABLE: "0"}), check=False)
     finally:
         for hog in hogs:
             hog.kill()

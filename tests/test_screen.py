@@ -1,6 +1,7 @@
 """What the user's terminal shows during provisioning: Ansible's output through the package's
 callback (playbooks/callback_plugins/dlbench.py), run for real by ansible-playbook on this
 machine with the repository's ansible.cfg."""
+import copy
 import os
 import subprocess
 import sys
@@ -33,6 +34,13 @@ PLAYBOOK = """
       until: waited.finished
       retries: 60
       delay: 1
+    - name: Remove the finished builds' job files
+      ansible.builtin.async_status:
+        jid: "{{ item.ansible_job_id }}"
+        mode: cleanup
+      loop: "{{ started.results }}"
+      loop_control:
+        label: "{{ item.item.name }}"
 """
 
 
@@ -51,6 +59,8 @@ def test_a_background_build_is_waited_for_without_a_failed_line(tmp_path):
     assert "FAILED" not in out.stdout and "RETRYING" not in out.stdout, out.stdout
     assert "[localhost] building tensorflow in the background" in out.stdout, out.stdout
     assert "[localhost] building pytorch in the background" in out.stdout, out.stdout
+    # the cleanup's results carry the job ids too: no build is said to start again
+    assert out.stdout.count("] building ") == 2, out.stdout
     # the first poll of pytorch's 4 s finds it running: said once, not once a second
     assert out.stdout.count("[localhost] still building pytorch") == 1, out.stdout
     built = [line for line in out.stdout.splitlines() if line.startswith("[localhost] built ")]
@@ -71,6 +81,8 @@ def test_short_flags_follow_conventions():
     import tasks
     seen = 0
     for name, found in every_task(tasks.ns):
+        found = copy.copy(found)  # Invoke's get_arguments consumes the task's help
+        found.help = dict(found.help)
         for argument in found.get_arguments():
             short = [n for n in argument.names if len(n) == 1]
             assert all(n.isalpha() and n != "h" for n in short), (name, argument.names)

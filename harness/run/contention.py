@@ -50,7 +50,8 @@ REUSE_SECONDS = 600
 # Slurm allocations, whose hosts share two cores, would each probe again for 15-20 s, and
 # their subject is never the probe (whose own tests measure it: test_contention.py,
 # test_emulated_cluster.py). Disturbance is still not judged where the reused probe found
-# sharing; the probe's line says that it was reused and why.
+# sharing; the probe's line says that it was reused and why. Nor is the load checked again
+# before such a reuse (the suite's runs would each settle the nodes again).
 REUSE_SHARED_VARIABLE = "DLBENCH_PROBE_REUSE_SHARED"
 ROUNDS = 5           # alone, together, alone, ...: a drifting machine hits both alike
 # fewer rounds on request (the test suite, whose subject is rarely the probe: the probe's own
@@ -132,6 +133,8 @@ def measure(nodes, pythons, rounds=None, settled=None):
     disturbed by others."""
     rounds = rounds or rounds_wanted()
     began = time.monotonic()
+    if settled:  # its wait is the probe's too
+        began -= max(s.get("waited") or 0.0 for s in settled.values())
     settled = settled or settle(nodes, pythons)
     alone, together = {n.name: [] for n in nodes}, {n.name: [] for n in nodes}
     steal = {n.name: [] for n in nodes}
@@ -202,9 +205,12 @@ def measured_or_recent(nodes, pythons, now=None):
     kept = last_measured(nodes, pythons)
     settled = None
     if reusable(kept, now):
-        settled = settle(nodes, pythons)
-        if all_quiet(settled):
-            calm = not kept.get("shared") and not kept.get("undecided")
+        # the suite's shortcut (REUSE_SHARED_VARIABLE) does not settle again: on emulated VMs
+        # and through Slurm each settling starts a Python on every node
+        settled = None if reuse_shared() else settle(nodes, pythons)
+        if reuse_shared() or all_quiet(settled):
+            calm = not kept.get("shared") and not kept.get("undecided") and \
+                all_quiet(kept.get("settle"))
             return dict(kept, reused_after=round(now - kept["measured_at"]),
                         reused_why="" if calm else REUSE_SHARED_VARIABLE)
     found = dict(measure(nodes, pythons, settled=settled), measured_at=now)
@@ -215,11 +221,12 @@ def measured_or_recent(nodes, pythons, now=None):
 
 def reusable(kept, now):
     """Whether a kept probe may stand for a new one, before the load is checked: the same
-    rule and rounds, younger than REUSE_SECONDS, no sharing found (or REUSE_SHARED_VARIABLE),
-    and every node quiet when it was measured."""
-    if not kept or kept.get("rule") != RULE or not all_quiet(kept.get("settle")):
+    rule and rounds, younger than REUSE_SECONDS, no sharing found and every node quiet when
+    it was measured (either, with REUSE_SHARED_VARIABLE)."""
+    if not kept or kept.get("rule") != RULE:
         return False
-    calm = not kept.get("shared") and not kept.get("undecided")
+    calm = not kept.get("shared") and not kept.get("undecided") and \
+        all_quiet(kept.get("settle"))
     return (calm or reuse_shared()) and kept.get("rounds_wanted", ROUNDS) >= rounds_wanted() \
         and 0 <= now - kept["measured_at"] < REUSE_SECONDS
 
@@ -353,7 +360,7 @@ def describe(result):
     when = "%.0f s" % result["seconds"]
     if result.get("reused_after") is not None:
         when = "measured %d s ago on the same nodes, quiet then and now, reused%s" % (
-            result["reused_after"], " though it found sharing (%s)" % result["reused_why"]
+            result["reused_after"], " though it found sharing or load (%s)" % result["reused_why"]
             if result.get("reused_why") else "")
     settled = "; " + result["settled"] if result.get("settled") else ""
     settled += "; " + result["short"] if result.get("short") else ""

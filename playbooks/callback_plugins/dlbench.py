@@ -43,7 +43,7 @@ class CallbackModule(DefaultCallback):
         job, label = result.result.get("ansible_job_id"), self._get_item_label(result.result)
         host = self.host_label(result)
         super().v2_runner_item_on_ok(result)
-        if job and not result.result.get("finished") and job not in self._started:
+        if job and _started_in_background(result.task) and job not in self._started:
             self._started[job] = (time.monotonic(), label)
             self._display.display("[%s] building %s in the background" % (host, label))
         if job in self._started and result.result.get("finished"):
@@ -70,3 +70,10 @@ class CallbackModule(DefaultCallback):
         else:
             self._display.display("[%s] waiting: %s: %.0f s so far"
                                   % (key[0], result.task_name or result.task, now - first))
+
+
+def _started_in_background(task):
+    """Whether the task starts a job and leaves it running (async with poll 0), as opposed to
+    async_status, whose results carry the job's id too (its cleanup's with finished unset)."""
+    return bool(getattr(task, "async_val", 0)) and getattr(task, "poll", None) == 0
+
