@@ -52,8 +52,9 @@ def test_the_display_says_where_the_run_stands(tmp_path):
     run = pipeline.Run(tmp_path, "r", [], None, BenchOptions())
     run.save(CellStatus(cells[0].id, status="succeeded", disturbed="disturbed (node2: ...)"))
     run.save(CellStatus(cells[1].id, status="succeeded"))
-    tally = run._tally({cells[0].id: "succeeded", cells[1].id: "succeeded",
-                        cells[2].id: "failed"})
+    tally = {"done": 0, "failed": 0, "disturbed": 0}
+    for cell, outcome in zip(cells, ("succeeded", "succeeded", "failed")):
+        run._count(tally, cell.id, outcome)
     assert tally == {"done": 3, "failed": 1, "disturbed": 1}
     so_far = run._after(cells[4:], index=4, total=5, began=time.monotonic() - 100, **tally)
     assert so_far.text() == "cell 4/5; 3 done, 1 disturbed, 1 failed; 100s in"

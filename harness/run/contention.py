@@ -203,16 +203,14 @@ def measured_or_recent(nodes, pythons, now=None):
     now = time.time() if now is None else now
     path = _kept_path(nodes, pythons)
     kept = last_measured(nodes, pythons)
-    settled = None
+    settled, shortcut = None, reuse_shared()
     if reusable(kept, now):
-        # the suite's shortcut (REUSE_SHARED_VARIABLE) does not settle again: on emulated VMs
-        # and through Slurm each settling starts a Python on every node
-        settled = None if reuse_shared() else settle(nodes, pythons)
-        if reuse_shared() or all_quiet(settled):
-            calm = not kept.get("shared") and not kept.get("undecided") and \
-                all_quiet(kept.get("settle"))
+        # the suite's shortcut does not settle again: on emulated VMs and through Slurm each
+        # settling starts a Python on every node
+        settled = None if shortcut else settle(nodes, pythons)
+        if shortcut or all_quiet(settled):
             return dict(kept, reused_after=round(now - kept["measured_at"]),
-                        reused_why="" if calm else REUSE_SHARED_VARIABLE)
+                        reused_why="" if calm(kept) else REUSE_SHARED_VARIABLE)
     found = dict(measure(nodes, pythons, settled=settled), measured_at=now)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(found))
@@ -225,10 +223,15 @@ def reusable(kept, now):
     it was measured (either, with REUSE_SHARED_VARIABLE)."""
     if not kept or kept.get("rule") != RULE:
         return False
-    calm = not kept.get("shared") and not kept.get("undecided") and \
-        all_quiet(kept.get("settle"))
-    return (calm or reuse_shared()) and kept.get("rounds_wanted", ROUNDS) >= rounds_wanted() \
-        and 0 <= now - kept["measured_at"] < REUSE_SECONDS
+    fresh = 0 <= now - kept["measured_at"] < REUSE_SECONDS
+    return (calm(kept) or reuse_shared()) and fresh and \
+        kept.get("rounds_wanted", ROUNDS) >= rounds_wanted()
+
+
+def calm(probe):
+    """Whether a probe found no sharing, could rule it out, and saw every node quiet."""
+    return not probe.get("shared") and not probe.get("undecided") and \
+        all_quiet(probe.get("settle"))
 
 
 def all_quiet(settled):
@@ -341,10 +344,9 @@ def settle_text(settled):
         return "no settling"
     waited = max(s["waited"] for s in settled.values())
     dirty = max(s["dirty_mb"] for s in settled.values())
-    calm = all(s["quiet"] for s in settled.values())
     text = "waited %.0f s for the nodes to be quiet (%.0f MB of dirty pages written out first)" \
         % (waited, dirty)
-    if calm:
+    if all_quiet(settled):
         return text
     loud = ["%s: other programs %.0f%% of its CPUs, I/O stall %.0f%%" % (
         name, 100 * s["busy"], 100 * (s["io_stall"] or 0))

@@ -82,14 +82,16 @@ class Run:
         """Each cell in turn; returns {run_id, path, outcomes}. Whatever ends the loop, the
         manifest and records are written and the nodes' connections closed."""
         outcomes, began = {}, time.monotonic()
+        tally = {"done": 0, "failed": 0, "disturbed": 0}
         interrupts.install()  # Ctrl-C, `kill` or a CI timeout: stop the cell, clean up, keep data
         try:
             for index, cell in enumerate(cells, 1):
                 interrupts.check()
                 so_far = self._after(cells[index:], index=index, total=len(cells), began=began,
-                                     **self._tally(outcomes))
+                                     **tally)
                 print(so_far.text(), flush=True)
                 outcomes[cell.id] = self.run_cell(cell, so_far)
+                self._count(tally, cell.id, outcomes[cell.id])
                 if not self._go_on(outcomes[cell.id], len(cells) - index):
                     break
         except KeyboardInterrupt:
@@ -110,12 +112,13 @@ class Run:
         after = [self.seconds.get(c.id) for c in later]
         return RunSoFar(sum(s for s in after if s is not None), after.count(None), **place)
 
-    def _tally(self, outcomes):
-        """The cells done so far: how many, how many failed, how many disturbed."""
-        failed = [cid for cid, outcome in outcomes.items() if outcome != "succeeded"]
-        disturbed = [cid for cid in outcomes if cid not in failed and
-                     self.folder.status(cid).get("disturbed")]
-        return {"done": len(outcomes), "failed": len(failed), "disturbed": len(disturbed)}
+    def _count(self, tally, cell_id, outcome):
+        """Adds a cell just done to the run's counts (done, failed, disturbed)."""
+        tally["done"] += 1
+        if outcome != "succeeded":
+            tally["failed"] += 1
+        elif self.folder.status(cell_id).get("disturbed"):
+            tally["disturbed"] += 1
 
     def _go_on(self, outcome, left):
         """After a cell: whether the next runs. A node taken away (Slurm's drain or down, a

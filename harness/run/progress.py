@@ -42,8 +42,6 @@ class CellProgress:
         self.cell = cell
         self.processes = processes
         self.run = RunSoFar(*after)
-        # the cells after this one: their expected seconds, and how many have no estimate
-        self.after, self.unestimated = self.run.seconds, self.run.unestimated
         self.console = console or Console()
         if not self.console.is_terminal:
             self.console.width = 200  # log lines, not a screen: do not wrap them
@@ -84,9 +82,9 @@ class CellProgress:
         if not done or done >= total:
             return ""
         left = elapsed * (total - done) / float(done)
-        run = _short(left + self.after)
-        if self.unestimated:
-            run = "%s + %d cell(s) not estimated" % (run, self.unestimated)
+        run = _short(left + self.run.seconds)
+        if self.run.unestimated:
+            run = "%s + %d cell(s) not estimated" % (run, self.run.unestimated)
         return ", cell ETA %s, run ETA %s" % (_short(left), run)
 
     def _table(self, processes, elapsed):

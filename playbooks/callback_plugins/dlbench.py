@@ -76,4 +76,3 @@ def _started_in_background(task):
     """Whether the task starts a job and leaves it running (async with poll 0), as opposed to
     async_status, whose results carry the job's id too (its cleanup's with finished unset)."""
     return bool(getattr(task, "async_val", 0)) and getattr(task, "poll", None) == 0
-
