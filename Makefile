@@ -14,7 +14,8 @@ test: venv  ## unit tests and one real end-to-end smoke run on the local cluster
 	$(BIN)/pytest --durations=15 --junitxml=results/tests/junit.xml  # read by `invoke artifact`
 
 check: venv  ## the fast tier, before a change: static checks and unit tests, no cluster
-	@# one pytest worker per CPU (pytest-xdist): 446 tests in 85 s on 2 cores, 189 s in one
+	@# one pytest worker per CPU (pytest-xdist): under half the time of one on 2 cores
+	@# (docs/notebook.md, "The first ten minutes")
 	$(BIN)/pytest -q -n auto -m "not cluster" --junitxml=results/tests/check.xml
 
 venv: $(VENV)/.installed
