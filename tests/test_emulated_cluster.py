@@ -309,7 +309,7 @@ def test_nodes_behind_a_bastion_with_hostile_workdirs_build_their_envs_from_a_wh
     (iptables OUTPUT here), so every SSH session to them goes through node1, Ansible's by
     ProxyCommand and the harness's by Fabric's gateway; every node's workdir has a space,
     quotes, $, ; and é in it; and the env root, fresh, has a space. The namespace hosts reach
-    no registry: provision downloads MXNet's wheels here, pushes them, and the nodes' pip
+    no registry: provision downloads MXNet's wheels here, pushes them, and the nodes' uv
     reads them alone (no index, no pip configuration of the node's). With one wheel taken out
     the build stops naming it; with the wheelhouse whole, an mxnet-sync cell (a scheduler,
     three servers, three workers) runs in the env it built, the liveness watch asking through
@@ -334,7 +334,8 @@ def test_nodes_behind_a_bastion_with_hostile_workdirs_build_their_envs_from_a_wh
             shutil.move(str(numpy), str(tmp_path))
             out = invoke(*provision, check=False)
             said = out.stdout + out.stderr
-            assert out.returncode == 2 and "No matching distribution found for numpy" in said, \
+            assert out.returncode == 2 and \
+                "numpy was not found in the provided package locations" in said, \
                 said[-3000:]
             shutil.move(str(tmp_path / numpy.name), str(folder))
             began = time.monotonic()

@@ -90,6 +90,7 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
         "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
         "push_whole_set": whole_set_needed(frameworks),
         "wheelhouse": wheelhouse or {},
+        "env_installer_package": wheels.INSTALLER,
     }
 
 

@@ -16,9 +16,12 @@ from contract.errors import UserError
 PLATFORMS = (["manylinux_2_%d_x86_64" % minor for minor in range(39, 16, -1)]
              + ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64",
                 "linux_x86_64"])
-# What pip needs on the node to build an sdist offline (build isolation fetches these from the
-# same folder).
-BUILD_TOOLS = ["setuptools", "wheel"]
+# uv, which builds the envs on the nodes (playbooks/roles/framework_envs); the Makefile installs
+# the same release for the controller.
+INSTALLER = "uv==0.13.9"
+# What the node needs to build an sdist offline (build isolation fetches these from the same
+# folder), the installer itself, and the pip each env is seeded with.
+BUILD_TOOLS = ["setuptools", "wheel", INSTALLER, "pip"]
 FILLED = ".dlbench-filled"  # written last: its package list says the folder is complete
 
 
