@@ -12,6 +12,7 @@ import time
 
 from .. import clusters
 from . import datasets, inventory, wheelhouse as wheels
+from .screen import ProvisionScreen
 from . import stacks as stacks_mod
 from ..plan import matrix
 from contract import codedigest
@@ -207,24 +208,27 @@ def ansible_inventory(inv):
 
 
 def _stream(command):
-    """Run ansible-playbook, echoing its output live; returns the PLAY RECAP per host."""
+    """Run ansible-playbook, showing its progress live (harness/nodes/screen.py) and keeping
+    its whole output in cache_dir()/provision.log; returns the PLAY RECAP per host."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    log_path = cache_dir() / "provision.log"
     proc = subprocess.Popen(command, cwd=str(REPO), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     recap = {}
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        match = RECAP.match(line.strip())
-        if match:
-            host, ok, changed, unreachable, failed = match.groups()
-            recap[host] = {"ok": int(ok), "changed": int(changed),
-                           "unreachable": int(unreachable), "failed": int(failed)}
+    with open(log_path, "w") as log, ProvisionScreen(log) as screen:
+        for line in proc.stdout:
+            screen.feed(line)
+            match = RECAP.match(line.strip())
+            if match:
+                host, ok, changed, unreachable, failed = match.groups()
+                recap[host] = {"ok": int(ok), "changed": int(changed),
+                               "unreachable": int(unreachable), "failed": int(failed)}
     if proc.wait() != 0:
         bad = [h for h, r in recap.items() if r["failed"] or r["unreachable"]]
         raise UserError("ansible-playbook failed (exit %d) on %s"
                         % (proc.returncode, ", ".join(bad) or "the play"),
-                        "read the failed task above; it names the host and the cause")
+                        "read the failed task above; it names the host and the cause (the "
+                        "whole output: %s)" % log_path)
     return recap
 
 
