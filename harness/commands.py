@@ -1,5 +1,7 @@
 """The user's four words, each one call from tasks.py."""
+import contextlib
 import dataclasses
+import io
 import os
 import time
 from pathlib import Path
@@ -327,8 +329,13 @@ def reproduce(inventory_name, stack_names, profile, results, data=None, timeout=
 
     began = time.monotonic()
     stacks = ",".join(stack_names)
-    provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_names[0],
-                                   stacks=stacks, size=profile, data=data))
+    if provisioned_already(inventory_name, stacks, profile, data):
+        print("provisioned already: pre-flight finds every node ready for this run (envs, "
+              "this code, the shards, the ports); `invoke provision` to provision anyway",
+              flush=True)
+    else:
+        provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_names[0],
+                                       stacks=stacks, size=profile, data=data))
     outcome = bench_named(inventory_name, stack_names[0], profile, results, data=data,
                           stacks=stacks, timeout=timeout)
     collect_run(inventory_name, results, outcome["run_id"])
@@ -345,6 +352,27 @@ def reproduce(inventory_name, stack_names, profile, results, data=None, timeout=
         print("  disturbed: %s" % built["disturbed"])
     built.update(unfinished=unfinished(outcome), run_id=outcome["run_id"])
     return built
+
+
+def provisioned_already(inventory_name, stacks, size, data):
+    """Whether bench's own pre-flight passes on the nodes for a new run of this size, as it
+    would after provisioning: then reproduce need not provision again (about 20 s of Ansible
+    finding nothing to change). False wherever anything is amiss, the reason left to
+    provisioning and the pre-flight after it to say."""
+    options = BenchOptions.given(inventory=inventory_name, stack=stacks.split(",")[0],
+                                 stacks=stacks, size=size, results="", data=data)
+    try:
+        inv = inventory.load(inventory_name)
+        nodes = nodes_mod.connect_all(inv)
+        names = options.stack_names()
+        _, todo = _cells(options, inv, Path(collect.new_run_id()), False, names)
+        run_stacks = stacks_mod.RunStacks.load(names)
+        for stack in run_stacks:
+            with contextlib.redirect_stdout(io.StringIO()):
+                preflight.check(nodes, stack, [c for c in todo if run_stacks.of(c) is stack])
+    except UserError:
+        return False
+    return True
 
 
 def estimate_run(options):

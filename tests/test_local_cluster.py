@@ -184,6 +184,21 @@ def test_expected_errors_exit_2_without_traceback():
     assert result.returncode == 2 and "--steps must be a whole number" in result.stderr
 
 
+def test_reproduce_skips_provisioning_only_where_pre_flight_passes(provisioned, capsys,
+                                                                     monkeypatch):
+    """After provisioning, bench's pre-flight passes for the smoke size, silently: reproduce
+    need not provision again. Where it would refuse (here: the nodes' code is not this
+    controller's), or the inventory does not exist, reproduce provisions, which says what is
+    wrong."""
+    from harness import commands
+    from contract import codedigest
+    assert commands.provisioned_already("local", "current", "smoke", None)
+    assert capsys.readouterr().out == ""
+    monkeypatch.setattr(codedigest, "digest", lambda: "0" * 40)
+    assert not commands.provisioned_already("local", "current", "smoke", None)
+    assert not commands.provisioned_already("no-such-inventory", "current", "smoke", None)
+
+
 def test_dry_run_touches_no_node(tmp_path):
     result = invoke("bench", "--dry-run", "--results", str(tmp_path))
     assert "5 cell(s)" in result.stdout
