@@ -1,6 +1,7 @@
 """Build one framework env with uv: `uv venv`, then `uv pip install` of the env's pins.
 
-Run on the node by the tools' venv Python, beside the uv installed there. uv does not read
+Run on the node by a Python beside which uv is installed (the tools' venv, or the
+controller's on the local cluster). uv does not read
 pip's configuration, and a node's pip configuration is part of what it installs from (a local
 wheel cache, a private index, a constraints file, a proxy's certificate): the settings that
 `pip config list` shows, from files and PIP_* variables alike, are handed to uv as the flags
@@ -9,6 +10,9 @@ name and the fix, rather than an env that differs from what pip would have insta
 
     python uv_build_env.py --python PY --env DIR [--compile] [--wheelhouse DIR]
                            [--pip-args "ARGS"] -- PACKAGE ...
+    python uv_build_env.py --into PY [--compile] -- -r requirements.txt
+
+The second form is `make venv`'s: the controller's own packages, by the same rules.
 """
 import argparse
 import ast
@@ -100,36 +104,51 @@ def read_pip_settings(python):
 
 
 def main(argv):
+    options = parse(argv)
+    uv = os.path.join(os.path.dirname(sys.executable), "uv")
+    flags, variables = sources(options.wheelhouse)
+    environment = dict(os.environ, **variables)
+    python = options.into
+    if options.env:  # seeded with pip, which `invoke reference-check` installs with
+        run([uv, "venv", "--quiet", "--clear", "--seed", "--python", options.python,
+             options.env] + SAME_AS_PIP + where_from(flags), environment)
+        python = os.path.join(options.env, "bin", "python")
+    install = [uv, "pip", "install", "--quiet", "--python", python] + SAME_AS_PIP + flags
+    install += shlex.split(options.pip_args) + (["--compile-bytecode"] if options.compile else [])
+    print("uv settings from pip's: %s" % (" ".join(flags + sorted(variables)) or "none"))
+    run(install + options.packages, environment)
+    if options.env:  # written last, as the playbook's marker: a host sharing the root skips it
+        with open(os.path.join(options.env, MARKER), "w") as marker:
+            marker.write("".join(package + "\n" for package in options.packages))
+
+
+def parse(argv):
     parser = argparse.ArgumentParser()
-    parser.add_argument("--python", required=True)
-    parser.add_argument("--env", required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--env", help="a new env, made by `uv venv` with --python")
+    where.add_argument("--into", help="the Python of an env that exists (the controller's)")
+    parser.add_argument("--python", help="the interpreter of a new env")
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--wheelhouse", default="")
     parser.add_argument("--pip-args", default="")
     parser.add_argument("packages", nargs="+")
     options = parser.parse_args(argv)
-    uv = os.path.join(os.path.dirname(sys.executable), "uv")
-    if options.wheelhouse:  # the controller's wheels alone: no index, no setting of the node's
-        flags, variables = ["--no-index", "--find-links", options.wheelhouse], {}
-    else:
-        try:
-            flags, variables = uv_options(read_pip_settings(sys.executable))
-        except ValueError as error:
-            sys.exit("pip setting %r has no uv counterpart known here: take it out of the "
-                     "node's pip configuration, or set `env_installer: pip` for this node in "
-                     "the inventory to build with pip" % str(error))
-    environment = dict(os.environ, **variables)
-    # seeded with pip, which `invoke reference-check` installs with beside the env
-    run([uv, "venv", "--quiet", "--clear", "--seed", "--python", options.python, options.env]
-        + SAME_AS_PIP + where_from(flags), environment)
-    install = [uv, "pip", "install", "--quiet", "--python",
-               os.path.join(options.env, "bin", "python")] + SAME_AS_PIP + flags
-    install += shlex.split(options.pip_args) + (["--compile-bytecode"] if options.compile else [])
-    print("uv settings from pip's: %s" % (" ".join(flags + sorted(variables)) or "none"))
-    run(install + options.packages, environment)
-    # written last, as the playbook's marker: a host sharing the env root finds it complete
-    with open(os.path.join(options.env, MARKER), "w") as marker:
-        marker.write("".join(package + "\n" for package in options.packages))
+    if options.env and not options.python:
+        parser.error("--env needs --python")
+    return options
+
+
+def sources(wheelhouse):
+    """(uv flags, environment variables) that say where packages come from: the wheelhouse
+    alone (no index, no setting of the node's), else what pip's settings say."""
+    if wheelhouse:
+        return ["--no-index", "--find-links", wheelhouse], {}
+    try:
+        return uv_options(read_pip_settings(sys.executable))
+    except ValueError as error:
+        sys.exit("pip setting %r has no uv counterpart known here: take it out of the pip "
+                 "configuration; for a node's envs, `env_installer: pip` in the inventory "
+                 "builds them with pip instead" % str(error))
 
 
 def run(command, environment):
