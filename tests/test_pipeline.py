@@ -64,6 +64,8 @@ def test_the_display_says_where_the_run_stands(tmp_path):
     screen_text = display._table([], 12.0).title
     assert screen_text.startswith("cell 4/5; 3 done, 1 disturbed, 1 failed; ") and \
         cells[3].id in screen_text
+    with display:  # the live table stands in place, and leaves with the cell
+        assert display.live.transient
     log = io.StringIO()  # not a terminal: plain lines, no live table
     with progress.CellProgress(cells[3], [], after=so_far, console=Console(file=log)) as plain:
         assert plain.live is None

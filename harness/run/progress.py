@@ -2,7 +2,8 @@
 and the ETA of the cell (from its steps so far) and of the run (plus the later cells' estimates,
 harness/plan/estimate.py).
 
-On a terminal: a live table (rich). Elsewhere (CI, a log file): one line every LINE_SECONDS.
+On a terminal: a live table (rich) in place, the run's place and counts in its title, gone
+when the cell ends. Elsewhere (CI, a log file): one line every LINE_SECONDS.
 """
 import time
 from typing import NamedTuple, Optional
@@ -53,8 +54,9 @@ class CellProgress:
                            % (self.cell.id, self.cell.system, self.cell.nodes,
                               self.cell.total_steps,
                               ", stack %s" % self.cell.stack if self.cell.stack else ""))
-        if self.console.is_terminal:
-            self.live = Live(console=self.console, refresh_per_second=2, transient=False)
+        if self.console.is_terminal:  # one table at the foot of the screen: gone when the
+            # cell ends, where its outcome line stays (no table per cell to scroll past)
+            self.live = Live(console=self.console, refresh_per_second=2, transient=True)
             self.live.__enter__()
         return self
 
