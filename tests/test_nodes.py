@@ -194,6 +194,28 @@ def test_a_run_reads_the_versions_of_its_own_stack(tmp_path):
         {"paper-py39": "1.7.1", "current": "2.13.0"}
 
 
+def test_a_cell_stop_terms_every_role_before_waiting_for_any(tmp_path):
+    """Each role takes its TERM and needs 2 s to leave (a trainer writing its record): every
+    one is TERMed before the first has left, so the graces run side by side, not one after
+    another (tensorflow-async's five roles took 22 s to stop)."""
+    node = local_node()
+    processes = []
+    for rank in range(3):
+        folder = tmp_path / str(rank)
+        folder.mkdir()
+        (folder / "slow.sh").write_text(
+            "trap 'date +%s.%N > termed; sleep 2; date +%s.%N > left; exit 0' TERM\n"
+            "while :; do sleep 0.1; done\n")
+        pid = node.start_background("slow.sh", str(folder), "log.txt")
+        processes.append(launch.Process(node=node, role="worker", rank=rank,
+                                        out_dir=str(folder), pid=pid))
+    time.sleep(0.3)
+    assert launch.stop(processes) == ({}, [])
+    termed = [float((tmp_path / str(r) / "termed").read_text()) for r in range(3)]
+    left = [float((tmp_path / str(r) / "left").read_text()) for r in range(3)]
+    assert max(termed) < min(left), (termed, left)
+
+
 def test_a_service_that_needed_a_kill_is_recorded(tmp_path):
     """stop_services kills the services first; the cell's cleanup stops again and finds them
     gone. What needed a KILL is still in the cell's record (it was dropped before)."""

@@ -186,11 +186,15 @@ class Node:
         return [int(line.split()[0]) for line in out
                 if line.split() and not line.split()[1].startswith("Z")]
 
-    def kill(self, pid, grace=5.0):
-        """TERM the whole group, KILL whatever is left after `grace` s; returns pids killed hard."""
+    def terminate(self, pid):
+        """TERM the whole group, without waiting."""
         # CONT after TERM: a stopped process (SIGSTOP, a stall) takes its TERM only once it runs
         self.run("kill -TERM -- -%d 2>/dev/null; kill -CONT -- -%d 2>/dev/null" % (pid, pid),
                  check=False)
+
+    def kill(self, pid, grace=5.0):
+        """TERM the whole group, KILL whatever is left after `grace` s; returns pids killed hard."""
+        self.terminate(pid)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if not self.group_members(pid):

@@ -373,6 +373,14 @@ def stop(processes):
     """Kill every still-running process group by its recorded pid. Returns (what needed KILL,
     the nodes that did not answer: their processes stop themselves when the lease runs out)."""
     hard, unreachable = {}, set()
+    # every group TERMed first, then each waited for: the graces run side by side (one after
+    # another, tensorflow-async's five roles took 22 s to stop)
+    for proc in processes:
+        if proc.pid and proc.node.name not in unreachable:
+            try:
+                proc.node.bounded(lambda: proc.node.terminate(proc.pid), KILL_TIMEOUT)
+            except UserError:
+                unreachable.add(proc.node.name)
     for proc in processes:
         if not proc.pid or proc.node.name in unreachable:
             continue
