@@ -168,6 +168,9 @@ class FakeNode:
     def bounded(self, call, seconds):
         return call()
 
+    def terminate(self, pid):  # the stop TERMs every group first, then kills each
+        pass
+
     def kill(self, pid):
         self.killed.append(pid)
         return []
