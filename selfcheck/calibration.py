@@ -278,7 +278,7 @@ def table_line(row):
 
 
 def gap_table(cells):
-    """Issue 54's item 1: each verdict run's value against the full mean, per system-mode."""
+    """Each verdict run's value against the full mean, per system-mode."""
     lines = ["| benchmark | system-mode | verdict runs' gap from the full mean | mean gap |",
              "|---|---|---|---|"]
     for row in cells:

@@ -810,8 +810,8 @@ def test_a_disturbed_repeat_is_shown_and_left_out_of_the_verdicts(tmp_path):
 
 
 def test_a_cell_disturbed_by_steal_is_said_to_be(tmp_path):
-    """The hypervisor's steal over the bound with other programs under it (CI's host,
-    2026-11-27: others 3%, steal 3-7%): the console's last word names the steal, not only
+    """The hypervisor's steal over the bound with other programs under it (as seen on a CI
+    host: others 3%, steal 3-7%): the console's last word names the steal, not only
     "other programs took up to 3%" beside a 5% bound."""
     stolen = {"others_cpu": 0.03, "steal": 0.07, "runqueue_wait": 0.05}
     cells = [known_run.cell("lenet5-cifar10", "pytorch-sync", 100.0, repeat=0,
