@@ -199,11 +199,19 @@ def dataset_id(name, source, seed=0):
                       else "real")
 
 
+INDEX = "shards.json"  # a split's index, beside its shards (written last)
+
+
+def index_of(folder):
+    """The index of the split in `folder` (what prepare returned)."""
+    return json.loads((folder / INDEX).read_text())
+
+
 def prepare(name, source, workers, seed=0, archive=None, progress=print):
-    """Shards for `workers` workers, cached; returns the folder holding shards.json."""
+    """Shards for `workers` workers, cached; returns the folder holding their INDEX."""
     ds_id = dataset_id(name, source, seed)
     out = cache_dir() / "datasets" / "shards" / ds_id / ("%d-workers" % workers)
-    index = out / "shards.json"
+    index = out / INDEX
     if index.is_file() and (out / full_name(workers)).is_file():
         return out
     if source == "synthetic":
@@ -254,6 +262,6 @@ def write_shards(records, s, workers, out, seed, ds_id):
     meta = {"dataset": s.name, "id": ds_id, "workers": workers, "label_bytes": s.label_bytes,
             "classes": s.classes, "record_bytes": s.record, "shards": entries,
             "full": {"file": full_name(workers), "images": sum(len(x) for x in shards), "md5": md5sum(full)}}
-    tmp = out / "shards.json.tmp"
+    tmp = out / (INDEX + ".tmp")
     tmp.write_text(json.dumps(meta, indent=1))
-    tmp.rename(out / "shards.json")  # written last: its presence means the shards are complete
+    tmp.rename(out / INDEX)  # written last: its presence means the shards are complete

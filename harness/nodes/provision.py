@@ -53,7 +53,7 @@ def needed_datasets(profile, nodes, data=None, archive=None, progress=print, cou
         for workers in counts or [nodes]:
             folder = datasets.prepare(dataset, source, workers, archive=archive,
                                       progress=progress)
-            meta = json.loads((folder / "shards.json").read_text())
+            meta = datasets.index_of(folder)
             found.append({"id": meta["id"], "src_dir": str(folder), "workers": workers})
     return found
 

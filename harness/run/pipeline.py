@@ -11,7 +11,6 @@ A self-check or invoke explain changes what a stage does through a Hook (BenchOp
 not through a keyword of bench: the same-math check gives every cell.json its initial weights'
 checksum and its planted error; explain gives a new run its cells and runs one round at a time.
 """
-import json
 import re
 import time
 
@@ -241,8 +240,8 @@ class CellRun:
 
 
 def shard_index(cell, nodes_count):
-    meta = datasets.prepare(cell.dataset, cell.data, nodes_count, progress=lambda m: None)
-    return json.loads((meta / "shards.json").read_text())
+    return datasets.index_of(datasets.prepare(cell.dataset, cell.data, nodes_count,
+                                              progress=lambda m: None))
 
 
 def retry_reason(outcome, status):

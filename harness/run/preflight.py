@@ -4,7 +4,6 @@ controller made, the node's bench/ code the controller's own (contract/codediges
 never records one commit and runs another's trainers), the ports free, enough disk. One round trip per node; each failure names the
 host and the fix, and every failure found is reported at once.
 """
-import json
 import shlex
 import time
 
@@ -48,8 +47,8 @@ def check(nodes, stack, cells, inv=None):
 
 
 def _shard_index(cell):
-    return json.loads((datasets.prepare(cell.dataset, cell.data, cell.nodes,
-                                        progress=lambda m: None) / "shards.json").read_text())
+    return datasets.index_of(datasets.prepare(cell.dataset, cell.data, cell.nodes,
+                                              progress=lambda m: None))
 
 
 def _too_few_images(cell, index):
