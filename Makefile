@@ -28,7 +28,7 @@ $(VENV)/.installed: requirements.txt
 	@# uv (from PyPI) resolves, downloads in parallel and links from its cache: the pinned
 	@# requirements in seconds where pip took over a minute (docs/notebook.md). Compiled once
 	@# here, as pip does: where PYTHONDONTWRITEBYTECODE is set, every invoke and Ansible
-	@# process would otherwise compile what it imports (analyze: 9.9 s against 5.5 s)
+	@# process would otherwise compile what it imports (docs/notebook.md)
 	@# uv does not read pip's configuration (a certificate, a wheel cache, an index): the same
 	@# script that builds the nodes' envs hands it over
 	$(BIN)/pip install --quiet --disable-pip-version-check $(UV)

@@ -22,7 +22,24 @@ KEPT = ("[WARNING]", "ERROR!", "PLAY RECAP")
 BLOCK = ("fatal:", "failed:", "unreachable:", "PLAY RECAP")
 
 
-class ProvisionScreen:
+class LiveOnTerminal:
+    """A context manager holding one live table (rich) in place on its console's terminal,
+    gone when it exits; none elsewhere (self.live stays None). Subclasses set self.console and
+    call start_live() on entering."""
+    live = None
+
+    def start_live(self, first=None):
+        if self.console.is_terminal:
+            self.live = Live(first, console=self.console, refresh_per_second=2, transient=True)
+            self.live.__enter__()
+
+    def __exit__(self, *exc):
+        if self.live is not None:
+            self.live.__exit__(*exc)
+        return False
+
+
+class ProvisionScreen(LiveOnTerminal):
     """feed() each of ansible-playbook's lines; a context manager around the play."""
 
     def __init__(self, log, console=None, clock=time.monotonic):
@@ -34,19 +51,10 @@ class ProvisionScreen:
         self.nodes = {}  # node -> {"ok": n, "changed": n, "failed": n}
         self.builds = {}  # (node, what) -> began, or the seconds it took as a str
         self.in_block = False
-        self.live = None
 
     def __enter__(self):
-        if self.console.is_terminal:
-            self.live = Live(self.table(), console=self.console, refresh_per_second=2,
-                             transient=True)
-            self.live.__enter__()
+        self.start_live(self.table())
         return self
-
-    def __exit__(self, *exc):
-        if self.live is not None:
-            self.live.__exit__(*exc)
-        return False
 
     def feed(self, line):
         self.log.write(line)

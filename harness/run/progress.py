@@ -9,8 +9,9 @@ import time
 from typing import NamedTuple, Optional
 
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
+
+from ..nodes.screen import LiveOnTerminal
 
 LINE_SECONDS = 10
 
@@ -38,7 +39,7 @@ class RunSoFar(NamedTuple):
             self.index, self.total, self.done, self.disturbed, self.failed, since)
 
 
-class CellProgress:
+class CellProgress(LiveOnTerminal):
     def __init__(self, cell, processes, console=None, after=RunSoFar()):
         self.cell = cell
         self.processes = processes
@@ -46,7 +47,6 @@ class CellProgress:
         self.console = console or Console()
         if not self.console.is_terminal:
             self.console.width = 200  # log lines, not a screen: do not wrap them
-        self.live = None
         self._last_line = 0.0
 
     def __enter__(self):
@@ -54,16 +54,10 @@ class CellProgress:
                            % (self.cell.id, self.cell.system, self.cell.nodes,
                               self.cell.total_steps,
                               ", stack %s" % self.cell.stack if self.cell.stack else ""))
-        if self.console.is_terminal:  # one table at the foot of the screen: gone when the
-            # cell ends, where its outcome line stays (no table per cell to scroll past)
-            self.live = Live(console=self.console, refresh_per_second=2, transient=True)
-            self.live.__enter__()
+        # one table at the foot of the screen, gone when the cell ends, where its outcome
+        # line stays (no table per cell to scroll past)
+        self.start_live()
         return self
-
-    def __exit__(self, *exc):
-        if self.live is not None:
-            self.live.__exit__(*exc)
-        return False
 
     def update(self, processes, elapsed):
         if self.live is not None:
