@@ -199,20 +199,13 @@ def compare(c, run_a, run_b, results=None, out=None):
     commands.compare(_options(c, results=results).results, run_a, run_b, out)
 
 
-@task(help=dict(COMMON, results="results folder [invoke.yaml: results]",
-                timeout=next(f.metadata["help"] for f in options.on_command_line(BenchOptions)
-                             if f.name == "timeout")))
-@_user_errors
-def reproduce(c, inventory=None, stack=None, stacks=None, size=None, profile=None, data=None,
-              results=None, timeout=None):
-    """provision, bench, collect, analyze in order; prints where the report is. Exits as
-    bench does (0 whole, 2 refused, 3 incomplete: the report is written all the same)."""
+@_options_task(options.ReproduceOptions)
+def reproduce(c, given):
+    """provision, bench, collect, analyze in order, with any option of provision and bench;
+    prints where the report is. Exits as bench does (0 whole, 2 refused, 3 incomplete: the
+    report is written all the same)."""
     from harness import commands
-    o = SimpleNamespace(**_where(c, dict(inventory=inventory, stack=stack, stacks=stacks,
-                                         size=size, profile=profile, results=results)))
-    built = commands.reproduce(o.inventory, options.stack_names(o.stacks, o.stack), o.size,
-                               o.results, data=data,
-                               timeout=check_positive("timeout", timeout, 1))
+    built = commands.reproduce(options.ReproduceOptions(**_where(c, given)))
     _exit_unless_whole(built["unfinished"], built["run_id"])
 
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from .results import collect
-from .run import contention, launch, pipeline, preflight, resume, stall
+from .run import lifecycle, preflight, resume
 from .nodes import datasets, inventory, access as nodes_mod, provision
 from .nodes import stacks as stacks_mod
 from .plan import estimate, matrix
@@ -33,93 +33,20 @@ def bench(options):
     return _bench_on(options)
 
 
+def _bench_on(options):
+    """bench on the inventory's nodes (for --inventory slurm: the allocation's): a run that
+    exists resumed, else a new one started."""
+    path = Path(options.results) / (options.run or "")
+    if options.run and RunFolder(path).exists():
+        return lifecycle.Run.resume(path, options)
+    return lifecycle.Run.start(options)
+
+
 def bench_named(inventory_name, stack_name, size, results, **given):
     """bench for the package's own callers: the four names every run needs, the rest of
     BenchOptions by name."""
     return bench(BenchOptions.given(inventory=inventory_name, stack=stack_name, size=size,
                                     results=results, **given))
-
-
-def _bench_on(options):
-    """bench on the inventory's nodes (for --inventory slurm: the allocation's)."""
-    # a bad setting stops the run before it starts
-    stall.frozen_seconds(), launch.base_lease(), launch.calibration_seconds()
-    inv = inventory.load(options.inventory)
-    nodes = nodes_mod.connect_all(inv)
-    run_id = options.run or collect.new_run_id()
-    path = Path(options.results) / run_id
-    resuming = options.run is not None and RunFolder(path).exists()  # a dry run shows it
-    stacks = stacks_mod.RunStacks.load(run_stacks(options, path, resuming))
-    cells, todo = _cells(options, inv, path, resuming, stacks.names)
-    basis = estimate.history(options.results, inv.name, stacks.names)
-    # before this run's probe, the newest probe of the same nodes gives the prior
-    expected = estimate.plan_seconds(todo, basis, todo and contention.last_measured(
-        *probe_nodes(nodes, stacks, todo)), stacks.names[0])
-    if options.dry_run:
-        return _dry_run(todo, run_id, nodes, stacks, expected)
-    _check_limit(expected, options.max_hours)
-    if not todo:
-        print("run %s: nothing left to run (--retry-failed or --force run cells again)" % run_id)
-        return {"run_id": run_id, "path": path, "outcomes": {}}
-    for stack in stacks:
-        preflight.check(nodes, stack, [c for c in todo if stacks.of(c) is stack], inv)
-    if inv.layout():
-        print("layout: %s" % inv.layout(), flush=True)
-    if resuming:
-        resume.prepare(path, todo, nodes)
-    else:
-        _start_run(path, inv, stacks, cells, options)
-    probe = probe_contention(path, nodes, stacks, todo)
-    expected = estimate.plan_seconds(todo, basis, probe, stacks.names[0])  # never run: a prior
-    print(estimate.summary(*expected), flush=True)
-    return pipeline.Run(path, run_id, nodes, stacks, options, basis, probe,
-                        expected[0]).run_cells(todo)
-
-
-def run_stacks(options, path, resuming):
-    """The stacks of the run: a resumed run's from its manifest (--stack and --stacks may not
-    change them), a new run's from the options."""
-    if not resuming:
-        return options.stack_names()
-    names = manifests.stack_names(RunFolder(path).manifest())
-    if options.stacks and options.stack_names() != names:
-        raise UserError("run %s runs under %s: --stacks %s would plan others"
-                        % (path.name, ",".join(names), options.stacks),
-                        "leave --stacks out to resume it, or start a new run (no --run)")
-    return names
-
-
-def _cells(options, inv, path, resuming, stack_names):
-    """(every cell of the run, the cells to run now): a resumed run's from its manifest, a
-    new run's planned (or a hook's: invoke explain's rounds), those the hooks choose."""
-    if resuming:
-        cells, todo = resume.plan(path, options)
-    else:
-        networks = links.check(inv, options.network)
-        given = pipeline.planned(options.hooks)
-        # in the manifest; cells given (invoke explain's rounds) keep their order: no seed
-        options.order_seed = None if given else matrix.order_seed(path.name)
-        cells = todo = given or plan_cells(options.size, len(inv.hosts), options, networks,
-                                           stack_names)
-    return cells, pipeline.chosen(options.hooks, todo)
-
-
-def plan_cells(profile, hosts, options, networks=None, stack_names=None):
-    """The cells of a new run on `hosts` nodes, from bench's options, each under each stack."""
-    return matrix.plan(profile, hosts, benchmarks=options.benchmarks, systems=options.systems,
-                       epochs=options.epochs, steps=options.steps, data=options.data,
-                       repeats=options.repeats, networks=networks,
-                       order_seed=options.order_seed,
-                       node_counts=provision.node_counts(options.nodes, hosts),
-                       profile_steps=options.profile_steps,
-                       environment=options.environment, threads=options.threads or 0,
-                       stacks=stacks_apart(stack_names or options.stack_names()))
-
-
-def stacks_apart(names):
-    """The stacks that cells name: those of a run of several; a run of one stack plans cells
-    that name none (their ids stay what they were)."""
-    return names if len(names) > 1 else None
 
 
 class SlurmRequest:
@@ -139,7 +66,7 @@ class SlurmRequest:
         else:
             counts = self.options.nodes
             most = max(int(k) for k in str(counts).split(",")) if counts else 3
-            todo = cells = plan_cells(self.options.size, most, self.options)
+            todo = cells = lifecycle.plan_cells(self.options, most)
         rows, _ = estimate.plan_seconds(todo, estimate.history(
             self.results, self.options.inventory, self.options.stack_names()), None,
             self.options.stack_names()[0])
@@ -168,102 +95,12 @@ class SlurmRequest:
         return {"run_id": self.run_id, "script": script}
 
 
-def _check_limit(expected, max_hours):
-    """--max-hours: refuse, before anything starts, a plan expected to take longer, or one
-    whose duration cannot be told."""
-    if max_hours is None:
-        return
-    rows, total = expected
-    unknown = [cell.id for cell, seconds, _ in rows if seconds is None]
-    if unknown:
-        raise UserError("--max-hours %g: %d cell(s) have no estimate yet (e.g. %s)"
-                        % (max_hours, len(unknown), unknown[0]),
-                        "run `invoke estimate` with the same options first, or drop "
-                        "--max-hours")
-    if total > max_hours * 3600:
-        raise UserError("the plan is expected to take %s, over --max-hours %g"
-                        % (estimate.duration(total), max_hours),
-                        "narrow it (--benchmarks, --systems, --size verdict) or raise "
-                        "--max-hours; `invoke bench --dry-run` lists each cell's estimate")
-
-
-def probe_contention(path, nodes, stacks, cells):
-    """The contention probe on the run's nodes (or one of the same nodes minutes ago), kept
-    in the manifest; the setup section and the verdicts read it."""
-    measured = contention.measured_or_recent(*probe_nodes(nodes, stacks, cells))
-    print(contention.describe(measured), flush=True)
-    run = RunFolder(path)
-    manifest = run.manifest()
-    manifest["contention"] = measured
-    run.write_manifest(manifest)
-    return measured
-
-
-def probe_nodes(nodes, stacks, cells):
-    """(the nodes the cells use, node name -> the python the probe runs under: the first
-    cell's env)."""
-    env = stacks.of(cells[0]).env(cells[0].framework)
-    used = nodes[:max(c.nodes for c in cells)]
-    return used, {n.name: env.python(n.path(n.host.env_root)) for n in used}
-
-
-def _start_run(path, inv, stacks, cells, options):
-    path.mkdir(parents=True, exist_ok=True)
-    collect.start_manifest(path, inv, stacks, options.size, cells, options.manifest(),
-                           link_mbit=links.link_mbits(inv, cells))
-    print("run %s: %d cell(s) -> %s" % (path.name, len(cells), path), flush=True)
-    for cell in cells:
-        _write_status(path, cell, CellStatus(cell.id))
-
-
 def unfinished(outcome):
     """What keeps a bench's run from being whole ('2 failed, 1 disturbed'), over every cell of
     its folder (a resume's earlier cells too), or '' (and for a dry run or a batch script)."""
     if not isinstance(outcome, dict) or not outcome.get("path"):
         return ""
     return incomplete_cells(RunFolder(outcome["path"]).statuses())
-
-
-def _write_status(path, cell, status):
-    RunFolder(path).save_status(status, time.time())
-
-
-def _dry_run(cells, run_id, nodes, stacks, expected):
-    """Print the cells, their expected durations and each node's script exactly as a run
-    renders it; changes nothing on any node (it only asks each its home directory, for `~/`
-    paths)."""
-    print("%d cell(s)%s:" % (len(cells), " in the order drawn for run %s (`--run %s` runs "
-                                          "them in this order)" % (run_id, run_id)
-                             if any(c.repeat for c in cells) else ""))
-    for cell in cells:
-        print("  %s  %s x %d nodes, %d epoch(s) x %d steps, local batch %d, data %s, stack %s%s"
-              % (cell.id, cell.system, cell.nodes, cell.epochs, cell.steps_per_epoch,
-                 cell.local_batch, cell.data, stacks.of(cell).name,
-                 ", links %s" % cell.link if cell.link else ""))
-    print("\n".join(["expected durations (from earlier runs on this inventory and stacks, or a "
-                     "prior from the newest contention probe of these nodes):"]
-                    + estimate.describe(*expected) + repeats_note(cells, *expected)))
-    for cell in cells:
-        shards = {"id": datasets.dataset_id(cell.dataset, cell.data),
-                  "classes": datasets.spec(cell.dataset).classes,
-                  "label_bytes": datasets.spec(cell.dataset).label_bytes}
-        for proc in launch.prepare(cell, run_id, nodes, stacks.of(cell), shards):
-            print("\n# ---- %s: %s ----\n%s" % (cell.id, proc.label, proc.script), end="")
-    return {"run_id": run_id, "cells": cells}
-
-
-def repeats_note(cells, rows, total):
-    """A plan of one repeat: what it will not measure, and what 3 repeats would cost ("no
-    basis" where a cell has no estimate: a sum without it would be a time the plan does not
-    have)."""
-    if not cells or any(cell.repeat for cell in cells):
-        return []
-    unknown = sum(1 for _, seconds, _ in rows if seconds is None)
-    cost = "about %s" % estimate.duration(3 * total) if not unknown else \
-        "no basis to say how long (%d cell(s) without an estimate: `invoke estimate`)" % unknown
-    return ["1 repeat: run-to-run variation will not be measured (the newest `invoke "
-            "interval-check` on this CPU supplies it; without one every verdict will be "
-            "indicative); --repeats 3: %s" % cost]
 
 
 def collect_run(inventory_name, results, run_id=None):
@@ -322,24 +159,22 @@ def attach_explain(results, run_id, explain_path):
     return analyze(results, path.name)
 
 
-def reproduce(inventory_name, stack_names, profile, results, data=None, timeout=None):
-    """provision, bench, collect and analyze, every cell under each of stack_names; timeout:
-    bench's --timeout (seconds before a cell is stopped; None: the size's)."""
+def reproduce(options):
+    """provision, bench, collect, analyze (options: harness/plan/options.py ReproduceOptions,
+    every option of the steps), every cell under each stack of the options."""
     from .nodes import provision
 
     began = time.monotonic()
-    stacks = ",".join(stack_names)
-    if provisioned_already(inventory_name, stacks, profile, data):
+    bench_options = options.bench_options()
+    if provisioned_already(bench_options):
         print("provisioned already: pre-flight finds every node ready for this run (envs, "
               "this code, the shards, the ports); `invoke provision` to provision anyway",
               flush=True)
     else:
-        provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_names[0],
-                                       stacks=stacks, size=profile, data=data))
-    outcome = bench_named(inventory_name, stack_names[0], profile, results, data=data,
-                          stacks=stacks, timeout=timeout)
-    collect_run(inventory_name, results, outcome["run_id"])
-    built = analyze(results, outcome["run_id"])
+        provision.run(options.provision_options())
+    outcome = bench(bench_options)
+    collect_run(options.inventory, options.results, outcome["run_id"])
+    built = analyze(options.results, outcome["run_id"])
     print("\nreproduce finished in %.0f s\n  report:  %s\n  figures: %s\n  results: %s"
           % (time.monotonic() - began, built["report"], " ".join(built["figures"]),
              outcome["path"]))
@@ -354,18 +189,19 @@ def reproduce(inventory_name, stack_names, profile, results, data=None, timeout=
     return built
 
 
-def provisioned_already(inventory_name, stacks, size, data):
-    """Whether bench's own pre-flight passes on the nodes for a new run of this size, as it
-    would after provisioning: then reproduce need not provision again (about 20 s of Ansible
-    finding nothing to change). False wherever anything is amiss, the reason left to
-    provisioning and the pre-flight after it to say."""
-    options = BenchOptions.given(inventory=inventory_name, stack=stacks.split(",")[0],
-                                 stacks=stacks, size=size, results="", data=data)
+def provisioned_already(options):
+    """Whether bench's own pre-flight passes on the nodes for a new run of bench's options, as
+    it would after provisioning: then reproduce need not provision again (about 20 s of
+    Ansible finding nothing to change). False wherever anything is amiss (a run to resume
+    too), the reason left to provisioning and the pre-flight after it to say."""
     try:
-        inv = inventory.load(inventory_name)
+        if options.run and RunFolder(Path(options.results) / options.run).exists():
+            return False
+        inv = inventory.load(options.inventory)
         nodes = nodes_mod.connect_all(inv)
         names = options.stack_names()
-        _, todo = _cells(options, inv, Path(collect.new_run_id()), False, names)
+        todo = lifecycle.plan_cells(options, len(inv.hosts), links.check(inv, options.network),
+                                    names)
         run_stacks = stacks_mod.RunStacks.load(names)
         for stack in run_stacks:
             with contextlib.redirect_stdout(io.StringIO()):

@@ -22,7 +22,7 @@ from .results import collect
 from contract import runfolder
 from contract.explain_plan import PLAN
 from contract.runfolder import CellStatus, RunFolder
-from .run import pipeline, preflight
+from .run import hooks, preflight
 
 DEFAULT_BENCHMARKS = "lenet5-cifar10,resnet18-cifar10"
 
@@ -183,16 +183,19 @@ def check_stacks(plan, inv):
                                                                          plan.profile))
 
 
-class Round(pipeline.GivenCells):
-    """The pipeline's hook: a stack's run has the ladder's cells (planned here, in the order of
-    the settings), and round k runs repeat k of each alone."""
+class Round(hooks.GivenCells):
+    """The run's hook (harness/run/hooks.py): a stack's run has the ladder's cells (planned
+    here, in the order of the settings), and round k runs repeat k of each alone."""
 
     def __init__(self, round_, cells=None):
         super().__init__(cells)
         self.round = round_
 
-    def chosen(self, todo):
-        return [cell for cell in todo if cell.repeat == self.round]
+    def after(self, stage, run, value, cell=None):
+        value = super().after(stage, run, value, cell)
+        if stage != "plan":
+            return value
+        return value._replace(todo=[c for c in value.todo if c.repeat == self.round])
 
 
 def run_round(plan, inventory_name, runs, round_):

@@ -53,12 +53,10 @@ def one_fault(inv, inventory_name, stack_name, results, system, rng):
     role = rng.choice(sorted({r for _, r, _ in placed}))  # coordinators are drawn as often
     victim_node, role, rank = rng.choice([p for p in placed if p[1] == role])
     # the moment: 0-8 s after the cell trains (a process on node 1 reports step 1)
-    killer = KillWhenTraining(nodes[0], victim_node, run_id, cells[0].id, step=1,
+    killer = KillWhenTraining(nodes[0].name, victim_node.name, cells[0].id, step=1,
                               label="%s-%d" % (role, rank), delay=rng.uniform(0.0, 8.0))
-    killer.start()
     commands.bench_named(inventory_name, stack_name, "smoke", results, run=run_id,
-                   systems=system, steps=STEPS, repeats=2)
-    killer.join(timeout=1)
+                         systems=system, steps=STEPS, repeats=2, hooks=[killer])
     path = Path(results) / run_id
     faulted, after = (runfolder.RunFolder(path).status(c.id) for c in cells)
     detected = faulted.get("detected")

@@ -7,7 +7,6 @@ first-step, detection and cleanup times, stray processes, and a no-op provisioni
 """
 import json
 import shlex
-import threading
 from dataclasses import dataclass
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from contract import runfolder
 from harness.plan.options import ProvisionOptions
 from harness.results import collect
 from harness import commands
+from harness.run import hooks
 from harness.nodes import inventory, access as nodes_mod, provision
 from harness.plan import matrix
 from contract import nodefolder
@@ -44,52 +44,49 @@ def progress_of(node, folder):
 @dataclass
 class Kill:
     """When and how KillWhenTraining kills: at `step` (or in `phase`), `delay` s later, with
-    `signal`, the process `label`; it gives up after `timeout` s."""
+    `signal`, the process `label`."""
     step: int = 2
-    timeout: float = 600
     phase: str = None
     signal: str = "KILL"
     label: str = "%s-%d" % VICTIM
     delay: float = 0.0
 
 
-class KillWhenTraining(threading.Thread):
-    """Once a process on `trigger` reports `step` (or, given `phase`, once it and the victim
-    report that phase), wait `delay` s, then send SIGKILL (or `signal`) to the `label`
-    process on `victim`, if it still runs: killed_at, and the victim's phase then. how: the
-    fields of Kill, by name."""
+class KillWhenTraining(hooks.Hook):
+    """A run's hook (harness/run/hooks.py) at the poll stage of the cell `cell_id`: once a
+    process on node `trigger` reports `step` (or, given `phase`, once it and the victim report
+    that phase), and `delay` s more have passed, it sends SIGKILL (or `signal`) to the `label`
+    process on node `victim` by the pid that process reports, once per run: killed_at, the
+    pid, and the victim's phase then. It reads what the watch loop has just polled: no poll of
+    its own. how: the fields of Kill, by name."""
 
-    def __init__(self, trigger, victim, run_id, cell_id, **how):
-        super().__init__(daemon=True)
-        self.trigger, self.victim = trigger, victim
+    def __init__(self, trigger, victim, cell_id, **how):
+        self.trigger, self.victim, self.cell_id = trigger, victim, cell_id
         kill = Kill(**how)
-        self.step, self.timeout, self.phase = kill.step, kill.timeout, kill.phase
-        self.signal, self.label, self.delay = kill.signal, kill.label, kill.delay
-        self.folders = [run_folder(n, run_id) + "/" + cell_id for n in (trigger, victim)]
-        self.killed_at = self.pid = self.victim_phase = None
-        self.since = time.time()  # progress written before: an earlier run's, with its pids
+        self.step, self.phase, self.signal = kill.step, kill.phase, kill.signal
+        self.label, self.delay = kill.label, kill.delay
+        self.killed_at = self.pid = self.victim_phase = self.due_at = None
 
-    def run(self):
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            trigger = self._fresh(progress_of(self.trigger, self.folders[0]).values())
-            if self._due(trigger, self._victim()) and self._victim().get("pid"):
-                time.sleep(self.delay)
-                return self._kill(self._victim())
-            time.sleep(0.05)
+    def after(self, stage, run, value, cell=None):
+        if stage == "poll" and cell.id == self.cell_id and self.killed_at is None:
+            self.polled(value)
+        return value
 
-    def _fresh(self, progress):
-        return [p for p in progress if p.get("updated", 0) >= self.since]
+    def polled(self, processes):
+        victim = next((p for p in processes if p.node.name == self.victim and
+                       "%s-%d" % (p.role, p.rank) == self.label), None)
+        progress = (victim.progress or {}) if victim else {}
+        if self.due_at is None and self._due(
+                [p.progress or {} for p in processes if p.node.name == self.trigger], progress):
+            self.due_at = time.monotonic() + self.delay
+        if self.due_at is not None and time.monotonic() >= self.due_at and \
+                progress.get("pid") and victim.rc is None:
+            self._kill(victim.node, progress)
 
-    def _victim(self):
-        found = progress_of(self.victim, self.folders[1]).get(self.label, {})
-        return (self._fresh([found]) or [{}])[0]
-
-    def _kill(self, victim):
-        if victim.get("pid") and self.victim.run("kill -%s %d" % (self.signal, victim["pid"]),
-                                                 check=False).exited == 0:
-            self.pid, self.killed_at = victim["pid"], time.time()
-            self.victim_phase = victim.get("phase")
+    def _kill(self, node, progress):
+        if node.run("kill -%s %d" % (self.signal, progress["pid"]), check=False).exited == 0:
+            self.pid, self.killed_at = progress["pid"], time.time()
+            self.victim_phase = progress.get("phase")
 
     def _due(self, trigger, victim):
         if self.phase:
@@ -133,13 +130,12 @@ def fault_row(inv, inventory_name, stack_name, results, system, steps):
     nodes = nodes_mod.connect_all(inv)
     run_id = "fault-%s-%s" % (system, collect.new_run_id())
     cells = run_order(inv, run_id, system, steps)
-    killer = KillWhenTraining(nodes[0], nodes[1], run_id, cells[0].id)
-    killer.start()
+    killer = KillWhenTraining(nodes[0].name, nodes[1].name, cells[0].id)
     # no profiled steps: the fault comes at step 2, and the next cell proves the run goes on
     # whether or not it profiles (the profile phase's faults are the campaign's)
     commands.bench_named(inventory_name, stack_name, "smoke", results, run=run_id,
-                         systems=system, steps=steps, repeats=2, profile_steps=0)
-    killer.join(timeout=1)
+                         systems=system, steps=steps, repeats=2, profile_steps=0,
+                         hooks=[killer])
     path = Path(results) / run_id
     faulted, after = (runfolder.RunFolder(path).status(c.id) for c in cells)
     return {

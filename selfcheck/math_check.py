@@ -27,10 +27,10 @@ from harness.plan.options import ProvisionOptions
 from harness import commands
 from harness.nodes import datasets, provision
 from harness.plan import matrix
-from harness.run import launch, pipeline
+from harness.run import hooks, launch
 from harness.results import collect
 from contract.runfolder import RunFolder
-from contract import nodefolder
+from contract import cellconfig, nodefolder
 
 # Relative tolerances, derived in docs/methodology.md ("Same arithmetic"): float32 kernels
 # that sum in different orders differ by about 1e-7 per operation; over 30 steps those
@@ -87,18 +87,24 @@ def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems
     return found
 
 
-class SameMath(pipeline.Hook):
-    """The pipeline's hook (harness/run/pipeline.py): every cell.json of a math cell carries
-    the checksum of the initial weights the controller wrote, which every trainer rebuilds and
-    checks (bench/common/samemath.py), and the error planted in it, if any (PLANTED, or the
-    noise floor's PERTURBED weights)."""
+class SameMath(hooks.Hook):
+    """The run's hook (harness/run/hooks.py), at each cell's prepare stage: every cell.json of
+    a math cell carries the checksum of the initial weights the controller wrote, which every
+    trainer rebuilds and checks (bench/common/samemath.py), and the error planted in it, if
+    any (PLANTED, or the noise floor's PERTURBED weights)."""
 
     def __init__(self, planted=""):
         self.planted = planted
 
+    def after(self, stage, run, value, cell=None):
+        if stage == "prepare" and cell.math:
+            for proc in value:
+                proc.config.update(self.cell_config(cell, proc.config["classes"]))
+                cellconfig.check(proc.config, "the cell.json of %s" % proc.label)
+        return value
+
     def cell_config(self, cell, classes):
-        if not cell.math:
-            return {}
+        """What a math cell's cell.json gets: its planted error and initial weights' sum."""
         seed = launch.TRAINING["seed"]
         return {"planted": self.planted, "init_checksum": node_side.checksum(
             node_side.initial_weights(cell.network, classes, seed))}

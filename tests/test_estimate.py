@@ -8,9 +8,8 @@ import json
 import pytest
 from rich.console import Console
 
-from harness import commands
 from harness.plan import estimate, matrix, options
-from harness.run import progress
+from harness.run import lifecycle, progress
 from contract.errors import UserError
 
 
@@ -88,12 +87,11 @@ def test_a_cell_never_run_gets_a_prior_scaled_by_the_slowest_node(tmp_path, monk
 def test_a_plan_with_no_basis_says_so_and_never_0_s():
     """No earlier run and no probe: the dry run says there is no basis, not "0 s",
     and so does its note of what 3 repeats would cost."""
-    from harness import commands
     cells = matrix.plan("smoke", 2)
     rows, total = estimate.plan_seconds(cells, {})
     assert estimate.summary(rows, total) == ("expected: no basis for any of the 5 cell(s): "
                                              "`invoke estimate` times a few steps of each")
-    (note,) = commands.repeats_note(cells, rows, total)
+    (note,) = lifecycle.repeats_note(cells, rows, total)
     assert note.endswith("--repeats 3: no basis to say how long (5 cell(s) without an "
                          "estimate: `invoke estimate`)") and "0 s" not in note
 
@@ -102,12 +100,12 @@ def test_max_hours_refuses_a_plan_too_long_or_unknown(tmp_path):
     earlier_run(tmp_path, "new")
     paper = matrix.plan("paper", 3, systems="pytorch-sync", benchmarks="lenet5-cifar10")
     expected = estimate.plan_seconds(paper, estimate.history(tmp_path, "local", ["current"]))
-    commands._check_limit(expected, 1.0)  # 33.4 min: within an hour
+    lifecycle.check_limit(expected, 1.0)  # 33.4 min: within an hour
     with pytest.raises(UserError, match=r"expected to take 33.4 min, over --max-hours 0.5"):
-        commands._check_limit(expected, 0.5)
+        lifecycle.check_limit(expected, 0.5)
     unknown = estimate.plan_seconds(paper, {})
     with pytest.raises(UserError, match="have no estimate yet"):
-        commands._check_limit(unknown, 10)
+        lifecycle.check_limit(unknown, 10)
     with pytest.raises(UserError, match="positive number of hours"):
         options.check_hours("-1")
 

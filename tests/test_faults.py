@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -116,16 +115,15 @@ def test_an_interrupted_run_resumes_with_only_its_unfinished_cells(provisioned, 
 def test_a_worker_lost_in_the_profiled_steps_keeps_the_cells_timing(provisioned, tmp_path):
     """TensorFlow's profiler has aborted a worker in stop(), after its timed steps: the cell
     keeps every worker's timing and says that its operator profile is incomplete."""
+    from harness import commands
     run_id, system = "lost-in-profile", "tensorflow-sync"
     nodes = nodes_mod.connect_all(inventory.load("local"))
-    (cell,) = matrix.plan("smoke", NODES, systems=system)
-    killer = faults.KillWhenTraining(nodes[0], nodes[1], run_id, cell.id, phase="profile")
-    killer.start()
-    # enough profiled steps (seconds) for the killer, which polls progress.json, to see them
-    bench = invoke("bench", "--run", run_id, "--systems", system, "--profile-steps", "300",
-                   "--results", str(tmp_path))
-    killer.join(timeout=1)
-    assert killer.killed_at, bench.stdout
+    (cell,) = matrix.plan("smoke", NODES, systems=system, profile_steps=300)
+    killer = faults.KillWhenTraining("node1", "node2", cell.id, phase="profile")
+    # enough profiled steps (seconds) for the kill to come while they run
+    commands.bench_named("local", "current", "smoke", str(tmp_path), run=run_id,
+                         systems=system, profile_steps=300, hooks=[killer])
+    assert killer.killed_at
     status = runfolder.read_json(tmp_path / run_id / cell.id / "status.json")
     assert status["status"] == "succeeded", status
     # every death seen in the same poll names itself, in process order: the killed worker's
@@ -145,15 +143,13 @@ def test_a_worker_lost_in_the_profiled_steps_keeps_the_cells_timing(provisioned,
 def test_a_framework_crash_runs_the_cell_once_more_and_keeps_the_first_attempt(provisioned,
                                                                                 tmp_path):
     """SIGSEGV, as TF 2.21's coordinator has given itself: one more attempt, named."""
+    from harness import commands
     run_id, system = "crashed", "pytorch-sync"
-    nodes = nodes_mod.connect_all(inventory.load("local"))
     (cell,) = matrix.plan("smoke", NODES, systems=system, steps=200)
-    killer = faults.KillWhenTraining(nodes[0], nodes[1], run_id, cell.id, signal="SEGV")
-    killer.start()
-    out = invoke("bench", "--run", run_id, "--systems", system, "--steps", "200",
-                 "--results", str(tmp_path)).stdout
-    killer.join(timeout=1)
-    assert killer.killed_at and "running it once more" in out, out
+    killer = faults.KillWhenTraining("node1", "node2", cell.id, signal="SEGV")
+    commands.bench_named("local", "current", "smoke", str(tmp_path), run=run_id,
+                         systems=system, steps=200, hooks=[killer])
+    assert killer.killed_at and runfolder.RunFolder(tmp_path / run_id).attempts(cell.id)
     status = runfolder.read_json(tmp_path / run_id / cell.id / "status.json")
     assert status["status"] == "succeeded", status
     assert status["warning"].startswith("ran twice: the first attempt failed (node2/worker-1 "
@@ -324,12 +320,12 @@ def test_stopped_processes_fail_their_cells_as_stalled(provisioned, tmp_path, mo
     nothing of the run is left on any node. The stalls are the cells of one run, in STALLS's
     order (one probe and one start of the controller instead of six)."""
     from harness import commands
-    from harness.run import launch, pipeline, stall
+    from harness.run import hooks, launch, stall
     monkeypatch.setenv(stall.FROZEN_VARIABLE, str(FROZEN))
     # a calibration long enough to be caught in: the suite's (conftest: the 10 passes alone)
-    # took about 0.1 s of LeNet-5 on a fast EPYC, and the calibrate stall's cell ran to its end
-    # before the stopper saw the phase (CI-like run, 2026-11-29); only the profile stall's cell
-    # calibrates to the end, so this costs it the seconds below
+    # takes about 0.1 s of LeNet-5 on a fast CPU, less than the watch loop's poll, so the
+    # stopper could miss the phase; only the profile stall's cell calibrates to the end, so
+    # this costs it the seconds below
     monkeypatch.setenv(launch.CALIBRATION_VARIABLE, str(CALIBRATE_SECONDS))
     run_id = "stalled"
     nodes = nodes_mod.connect_all(inventory.load("local"))
@@ -338,27 +334,14 @@ def test_stopped_processes_fail_their_cells_as_stalled(provisioned, tmp_path, mo
     cells = [dataclasses.replace(matrix.plan("smoke", NODES, systems=system,
                                              **_plan_options(options))[0], repeat=i)
              for i, (system, _, _, options) in enumerate(STALLS)]
-    stoppers = [faults.KillWhenTraining(nodes[1], nodes[1], run_id, cell.id, phase=phase,
-                                        signal="STOP", label=victim, timeout=120)
+    stoppers = [faults.KillWhenTraining("node2", "node2", cell.id, phase=phase, signal="STOP",
+                                        label=victim)
                 for cell, (_, phase, victim, _) in zip(cells, STALLS)]
-    driver = threading.Thread(target=stop_in_turn, args=(stoppers,), daemon=True)
-    driver.start()
     commands.bench_named("local", "current", "smoke", str(tmp_path), run=run_id,
-                         hooks=[pipeline.GivenCells(cells)])
-    driver.join(timeout=1)
+                         hooks=[hooks.GivenCells(cells)] + stoppers)
     for cell, stopper, stalled in zip(cells, stoppers, STALLS):
         check_stalled(tmp_path / run_id / cell.id, stopper, *stalled[:3])
     assert sum(len(p) for p in faults.strays(nodes, run_id).values()) == 0
-
-
-def stop_in_turn(stoppers, wait=300):
-    """Each stopper once its cell's folder is there, one after another as the cells run: one
-    polls at a time, so that six do not load the machine that the cells run on."""
-    for stopper in stoppers:
-        deadline = time.monotonic() + wait
-        while not os.path.isdir(stopper.folders[0]) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        stopper.run()
 
 
 def check_stalled(cell, stopper, system, phase, victim):

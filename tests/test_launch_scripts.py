@@ -57,11 +57,11 @@ def test_cell_id_is_stable_and_follows_settings():
 def test_a_fault_test_knows_which_repeat_bench_runs_first():
     """The fault tests fault the cell bench runs first and ask that the next one runs. Bench
     draws the order of a run's repeats from its id; planned without that seed, the test
-    faulted repeat 0 and, where repeat 1 ran first, 'the next cell' had run before the fault
-    (in 2 of the 5 killed-worker runs of one CI run). Since the repeats run as blocks (issue
-    54), repeat 0 is the first cell of every run: the planned order is still asked of bench."""
+    faulted repeat 0 and, where repeat 1 ran first, 'the next cell' had run before the fault.
+    The repeats run as blocks, so repeat 0 is the first cell of every run: the planned order
+    is still asked of bench."""
     from types import SimpleNamespace
-    from harness import commands
+    from harness.run import lifecycle
     from harness.plan.options import BenchOptions
     from selfcheck import faults
     ids = ["fault-pytorch-sync-%d" % n for n in range(20)]
@@ -69,9 +69,9 @@ def test_a_fault_test_knows_which_repeat_bench_runs_first():
               for i in ids}
     assert {cells[0].repeat for cells in orders.values()} == {0}  # block 0 runs first
     for run_id, cells in orders.items():
-        options = BenchOptions(systems="pytorch-sync", steps=200, repeats=2,
-                               order_seed=matrix.order_seed(run_id))  # as bench sets it
-        assert [c.id for c in commands.plan_cells("smoke", 3, options)] == [c.id for c in cells]
+        options = BenchOptions(size="smoke", systems="pytorch-sync", steps=200, repeats=2)
+        planned = lifecycle.plan_cells(options, 3, order_seed=matrix.order_seed(run_id))
+        assert [c.id for c in planned] == [c.id for c in cells]  # as bench plans them
 
 
 def test_the_next_cell_counts_only_if_it_ran_after_the_fault():

@@ -191,12 +191,17 @@ def test_reproduce_skips_provisioning_only_where_pre_flight_passes(provisioned, 
     controller's), or the inventory does not exist, reproduce provisions, which says what is
     wrong."""
     from harness import commands
+    from harness.plan.options import BenchOptions
     from contract import codedigest
-    assert commands.provisioned_already("local", "current", "smoke", None)
+
+    def ready(inventory="local", **given):
+        return commands.provisioned_already(BenchOptions(
+            inventory=inventory, stack="current", size="smoke", results="results", **given))
+    assert ready() and ready(systems="pytorch-sync")
     assert capsys.readouterr().out == ""
     monkeypatch.setattr(codedigest, "digest", lambda: "0" * 40)
-    assert not commands.provisioned_already("local", "current", "smoke", None)
-    assert not commands.provisioned_already("no-such-inventory", "current", "smoke", None)
+    assert not ready()
+    assert not ready("no-such-inventory")
 
 
 def test_dry_run_touches_no_node(tmp_path):

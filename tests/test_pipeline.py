@@ -1,4 +1,5 @@
-"""A run and its cells' pipeline (harness/run/pipeline.py), and the options declared once
+"""A run's life and its cells' pipeline (harness/run/lifecycle.py, pipeline.py, hooks.py), and
+the options declared once
 (harness/plan/options.py): the logic around the parts, with stand-ins for the nodes. That the
 stages run real cells is the local cluster's tests' (tests/test_local_cluster.py)."""
 
@@ -11,32 +12,33 @@ from contract.runfolder import CellStatus
 from harness.nodes.stacks import RunStacks
 from harness.plan import matrix, options
 from harness.plan.options import BenchOptions
-from harness.run import pipeline
+from harness.run import hooks, lifecycle, pipeline
 
 (CELL,) = matrix.plan("smoke", 2, systems="pytorch-sync")
 
 
-def a_run(tmp_path, **given):
-    return pipeline.Run(tmp_path / "r", "r", [], RunStacks.load(["current"]),
-                        BenchOptions(**given))
+def a_run(tmp_path, expected=(), **given):
+    """A run on no nodes (nothing connects), its seconds from `expected` rows."""
+    run = lifecycle.Run(BenchOptions(stack="current", **given), tmp_path / "r", nodes=[])
+    run.seconds = {cell.id: s for cell, s, _ in expected}
+    return run
 
 
 def test_a_failed_cell_stops_the_run_only_with_fail_fast_or_a_node_taken(tmp_path, monkeypatch):
-    monkeypatch.setattr(pipeline.launch, "unusable", lambda nodes, fresh: "")
+    monkeypatch.setattr(lifecycle.launch, "unusable", lambda nodes, fresh: "")
     assert a_run(tmp_path)._go_on("failed", left=2)
     assert not a_run(tmp_path, fail_fast=True)._go_on("failed", left=2)
     assert a_run(tmp_path, fail_fast=True)._go_on("succeeded", left=2)
     assert a_run(tmp_path, fail_fast=True)._go_on("failed", left=0)  # nothing left to stop
-    monkeypatch.setattr(pipeline.launch, "unusable", lambda nodes, fresh: "node2 is DOWN")
+    monkeypatch.setattr(lifecycle.launch, "unusable", lambda nodes, fresh: "node2 is DOWN")
     with pytest.raises(RunIncomplete, match="node2 is DOWN: 2 cell"):
         a_run(tmp_path)._go_on("failed", left=2)
 
 
 def test_the_eta_after_a_cell_counts_the_cells_without_an_estimate(tmp_path):
     cells = matrix.plan("smoke", 2)
-    run = pipeline.Run(tmp_path, "r", [], None, BenchOptions(),
-                       expected=[(cells[0], 10.0, ""), (cells[1], None, ""),
-                                 (cells[2], 5.5, "")])
+    run = a_run(tmp_path, expected=[(cells[0], 10.0, ""), (cells[1], None, ""),
+                                    (cells[2], 5.5, "")])
     assert run._after(cells[1:3])[:2] == (5.5, 1)
     assert run._after(cells[1:])[:2] == (5.5, 3)  # cells 4 and 5: no estimate either
     assert run._after([])[:2] == (0, 0)
@@ -49,7 +51,7 @@ def test_the_display_says_where_the_run_stands(tmp_path):
     from rich.console import Console
     from harness.run import progress
     cells = matrix.plan("smoke", 2)
-    run = pipeline.Run(tmp_path, "r", [], None, BenchOptions())
+    run = a_run(tmp_path)
     run.save(CellStatus(cells[0].id, status="succeeded", disturbed="disturbed (node2: ...)"))
     run.save(CellStatus(cells[1].id, status="succeeded"))
     tally = {"done": 0, "failed": 0, "disturbed": 0}
@@ -71,46 +73,115 @@ def test_the_display_says_where_the_run_stands(tmp_path):
         assert plain.live is None
 
 
-def test_hooks_add_to_every_cell_json_in_the_prepare_stage(tmp_path, monkeypatch):
-    seen = {}
+def test_hooks_act_before_and_after_each_stage_in_order(tmp_path):
+    """Every hook's before, the stage, every hook's after on its value in the order given; a
+    stage that does not exist is an error, not a point nobody calls."""
+    seen = []
 
-    class Hook(pipeline.Hook):
-        def cell_config(self, cell, classes):
-            return {"init_checksum": "%s/%d" % (cell.network, classes)}
+    class Note(hooks.Hook):
+        def __init__(self, name):
+            self.name = name
 
-    def prepare(cell, run_id, nodes, stack, shards, lease, together, extra):
-        seen.update(extra=extra, run_id=run_id)
-        return ["processes"]
-    monkeypatch.setattr(pipeline, "shard_index", lambda cell, count: {"classes": 10})
-    monkeypatch.setattr(pipeline.launch, "prepare", prepare)
-    run = a_run(tmp_path, hooks=[Hook()])
-    monkeypatch.setattr(run, "bounds", lambda cell: None)
-    assert pipeline.CellRun(run, CELL).prepare() == ["processes"]
-    assert seen == {"extra": {"init_checksum": "lenet5/10"}, "run_id": "r"}
-    assert "hooks" not in BenchOptions(hooks=[Hook()]).manifest()  # not a setting of the run
+        def before(self, stage, run, cell=None):
+            seen.append("%s before %s" % (self.name, stage))
 
-
-def test_hooks_plan_a_new_run_and_choose_the_cells_that_run_now():
-    from harness.ladder_run import Round
-    cells = matrix.plan("smoke", 2, systems="pytorch-sync,mxnet-sync", repeats=2)
-    assert pipeline.planned([pipeline.Hook()]) is None  # the run plans its own
-    assert pipeline.planned([Round(1, cells[:3])]) == cells[:3]
-    assert [c.repeat for c in pipeline.chosen([Round(1)], cells)] == [1, 1]
-    assert pipeline.chosen([pipeline.Hook()], cells) == cells
+        def after(self, stage, run, value, cell=None):
+            seen.append("%s after %s" % (self.name, stage))
+            return value + [self.name]
+    run = a_run(tmp_path, hooks=[Note("a"), Note("b")])
+    assert run.stage("probe", lambda: seen.append("probe") or []) == ["a", "b"]
+    assert seen == ["a before probe", "b before probe", "probe", "a after probe",
+                    "b after probe"]
+    with pytest.raises(ValueError, match="no stage 'probing'"):
+        run.hooks.before("probing", run)
+    assert "hooks" not in BenchOptions(hooks=[Note("a")]).manifest()  # not a setting of the run
 
 
-def test_the_same_math_hook_plants_its_error_in_math_cells_only():
+def test_a_cell_goes_through_its_stages_and_a_hook_changes_its_cell_json(tmp_path,
+                                                                         monkeypatch):
+    """The same-math hook adds to every cell.json of a math cell at the prepare stage; the
+    stages run in order, and fetch, judge and record run after a launch that raised."""
+    from harness.run.launch import Process
     from selfcheck.math_check import SameMath
     (math_cell,) = matrix.plan("math", 2, systems="pytorch-sync")
-    config = SameMath("pytorch-momentum-off").cell_config(math_cell, 10)
-    assert config["planted"] == "pytorch-momentum-off" and len(config["init_checksum"]) == 64
-    assert SameMath("pytorch-momentum-off").cell_config(CELL, 10) == {}  # not a math cell
+    stages = []
+
+    class Order(hooks.Hook):
+        def after(self, stage, run, value, cell=None):
+            stages.append(stage)
+            return value
+    run = a_run(tmp_path, hooks=[SameMath("pytorch-momentum-off"), Order()])
+    monkeypatch.setattr(run, "bounds", lambda cell: None)
+    config = dict(planted="", init_checksum="", classes=10)
+    node = type("Node", (), {"name": "node1"})()
+    processes = [Process(node=node, role="worker", rank=0, out_dir="", config=dict(config))]
+    monkeypatch.setattr(pipeline.CellRun, "prepare", lambda self: processes)
+    monkeypatch.setattr("contract.cellconfig.check", lambda config, where: None)
+
+    def launch(self, procs):
+        raise RuntimeError("a node went away")
+    monkeypatch.setattr(pipeline.CellRun, "launch", launch)
+    for stage in ("fetch", "judge", "record"):
+        monkeypatch.setattr(pipeline.CellRun, stage, lambda self: self.status)
+    with pytest.raises(RuntimeError):
+        pipeline.CellRun(run, math_cell).go()
+    assert stages == ["prepare", "fetch", "judge", "record"]
+    assert processes[0].config["planted"] == "pytorch-momentum-off"
+    assert len(processes[0].config["init_checksum"]) == 64
+    plain = [Process(node=node, role="worker", rank=0, out_dir="", config=dict(config))]
+    SameMath("x").after("prepare", run, plain, CELL)  # not a math cell: left alone
+    assert plain[0].config == config
+
+
+def test_hooks_plan_a_new_run_and_choose_the_cells_that_run_now(tmp_path):
+    from harness.ladder_run import Round
+    cells = matrix.plan("smoke", 2, systems="pytorch-sync,mxnet-sync", repeats=2)
+    own = hooks.Plan(cells, cells, 7)
+    run = a_run(tmp_path)
+    assert hooks.Hook().after("plan", run, own) is own  # the run plans its own
+    given = Round(1, cells[:3]).after("plan", run, own)
+    assert given.cells == cells[:3] and given.order_seed is None  # their order kept
+    assert [c.repeat for c in given.todo] == [1]
+    assert [c.repeat for c in Round(1).after("plan", run, own).todo] == [1, 1]
+    run.resuming = True  # a resumed run's cells come from its manifest
+    assert Round(1, cells[:3]).after("plan", run, own).cells == cells
+
+
+def test_a_fault_hook_kills_its_victim_once_from_what_the_watch_loop_polled(tmp_path):
+    """The kill comes at the first poll that sees the trigger's step (and its delay passed),
+    by the pid the victim reports, once; another cell's polls are not its."""
+    from harness.run.launch import Process
+    from selfcheck import faults
+
+    class Node:
+        def __init__(self, name):
+            self.name, self.sent = name, []
+
+        def run(self, command, check=True):
+            self.sent.append(command)
+            return type("Result", (), {"exited": 0})()
+    node1, node2 = Node("node1"), Node("node2")
+    trigger = Process(node=node1, role="worker", rank=0, out_dir="", progress={"step": 1})
+    victim = Process(node=node2, role="worker", rank=1, out_dir="",
+                     progress={"step": 1, "pid": 4242, "phase": "train"})
+    killer = faults.KillWhenTraining("node1", "node2", CELL.id)
+    run = a_run(tmp_path)
+    killer.after("poll", run, [trigger, victim], CELL)
+    assert node2.sent == []  # step 1: not yet
+    trigger.progress["step"] = 2
+    (other,) = matrix.plan("smoke", 2, systems="mxnet-sync")
+    killer.after("poll", run, [trigger, victim], other)
+    assert node2.sent == []  # another cell
+    killer.after("poll", run, [trigger, victim], CELL)
+    killer.after("poll", run, [trigger, victim], CELL)
+    assert node2.sent == ["kill -KILL 4242"] and killer.victim_phase == "train"
+    assert killer.pid == 4242 and killer.killed_at
 
 
 def test_options_come_from_one_dataclass_with_their_checks():
     names = [f.name for f in options.on_command_line(BenchOptions)]
     assert names[:6] == ["inventory", "stack", "stacks", "size", "profile", "run"]
-    assert not {"hooks", "order_seed"} & set(names)
+    assert "hooks" not in names
     parsed = BenchOptions.parsed(steps="21", profile_steps="0", max_hours="1.5", systems="a")
     assert (parsed.steps, parsed.profile_steps, parsed.max_hours) == (21, 0, 1.5)
     with pytest.raises(UserError, match="--profile-steps must be a whole number >= 0"):
@@ -124,6 +195,7 @@ def test_invoke_reads_each_task_s_parameters_from_its_dataclass():
     for task, options_type in ((tasks.bench, BenchOptions),
                                (tasks.provision, options.ProvisionOptions),
                                (tasks.explain, options.ExplainOptions),
+                               (tasks.reproduce, options.ReproduceOptions),
                                (tasks.cluster_up, options.ClusterUpOptions)):
         parameters = list(task.argspec(task.body).parameters.values())
         fields = options.on_command_line(options_type)
@@ -131,6 +203,26 @@ def test_invoke_reads_each_task_s_parameters_from_its_dataclass():
         assert [p.default for p in parameters] == [f.default for f in fields]
         assert set(task.help) == {f.name for f in fields}
     assert "{" not in tasks.bench.help["inventory"]  # what the repository lists, filled in
+
+
+def test_reproduce_takes_every_option_of_the_steps_it_runs():
+    """`invoke reproduce --systems ...` once said "No idea what '--systems' is!": its options
+    are bench's and provision's, each handed to its step, bench's counts checked as bench
+    checks them; those that leave nothing to collect are bench's alone."""
+    reproduce = {f.name for f in options.on_command_line(options.ReproduceOptions)}
+    bench = {f.name for f in options.on_command_line(BenchOptions)}
+    provision = {f.name for f in options.on_command_line(options.ProvisionOptions)}
+    assert reproduce == (bench | provision) - set(options.BENCH_ONLY)
+    given = options.ReproduceOptions(inventory="local", stack="current", size="smoke",
+                                     systems="pytorch-sync", steps="3", frameworks="pytorch",
+                                     nodes="1,2", results="r")
+    bench_options = given.bench_options()
+    assert (bench_options.systems, bench_options.steps, bench_options.nodes) == (
+        "pytorch-sync", 3, "1,2")
+    provision_options = given.provision_options()
+    assert (provision_options.frameworks, provision_options.nodes) == ("pytorch", "1,2")
+    with pytest.raises(UserError, match="--steps must be a whole number"):
+        options.ReproduceOptions(steps="0").bench_options()
 
 
 def test_a_plan_refuses_a_choice_it_does_not_know():
@@ -143,10 +235,9 @@ def test_each_cell_runs_under_its_own_stack_in_a_run_of_two():
     """The stack is a factor like the system-mode: a run of two plans each cell under both,
     each block holding both stacks' cells; a run of one plans cells that name none (their
     ids stay those of runs before cells named a stack), which run under the run's stack."""
-    from harness import commands
     two = RunStacks.load(["paper-py39", "current"])
-    cells = commands.plan_cells("verdict", 2, BenchOptions(
-        benchmarks="lenet5-cifar10", order_seed=3, stacks="paper-py39,current"))
+    cells = lifecycle.plan_cells(BenchOptions(size="verdict", benchmarks="lenet5-cifar10",
+                                              stacks="paper-py39,current"), 2, order_seed=3)
     assert len(cells) == 5 * 2 * 3
     for repeat in range(3):
         block = [c for c in cells if c.repeat == repeat]
@@ -155,8 +246,8 @@ def test_each_cell_runs_under_its_own_stack_in_a_run_of_two():
             (s, k) for s in matrix.SYSTEMS for k in ("paper-py39", "current")}
     assert {two.of(c).name for c in cells} == {"paper-py39", "current"}
     assert len({c.id for c in cells}) == len(cells)
-    (one,) = commands.plan_cells("smoke", 2, BenchOptions(systems="pytorch-sync",
-                                                            stack="current"))
+    (one,) = lifecycle.plan_cells(BenchOptions(size="smoke", systems="pytorch-sync",
+                                               stack="current"), 2)
     assert one.stack == "" and one.id == CELL.id
     assert RunStacks.load(["current"]).of(one).name == "current"
     with pytest.raises(UserError, match="runs under stack paper-py39, which this run"):

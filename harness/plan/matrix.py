@@ -102,7 +102,7 @@ class Cell:
     precision: float = 0.0  # 0: exactly epochs x steps_per_epoch steps
     max_epochs: int = 0
     # the same-math check (selfcheck/math_check.py): canonical weights and batch order, losses and
-    # final weights kept (an error it plants is a hook's, harness/run/pipeline.py)
+    # final weights kept (an error it plants is a hook's, harness/run/hooks.py)
     math: bool = False
     # a factor's level (invoke explain, registry/factors.yml): variables exported in this
     # framework's launch script ("NAME=value;NAME=value", after the stack's own), and the

@@ -1,7 +1,7 @@
 """What `invoke bench` is asked, as one type: tasks.py fills it from the command line, the
 callers of commands.bench (explain, the self-checks) by name, a resumed run checks it against
 its manifest, and a Slurm batch script turns it back into options."""
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 
 from contract.errors import UserError
 
@@ -102,9 +102,8 @@ class BenchOptions:
     # the package's own callers only
     environment: str = option()  # a factor's level (invoke explain): framework -> "NAME=value;..."
     threads: int = option(0)
-    order_seed: int = option()
-    # what the self-checks and invoke explain change in a run: objects the pipeline calls at
-    # its stages (harness/run/pipeline.py Hook), not settings of the run
+    # what the self-checks, the fault tests and invoke explain change in a run: objects the
+    # run calls at its stages (harness/run/hooks.py), not settings of the run
     hooks: list = option()
 
     @classmethod
@@ -151,7 +150,7 @@ class BenchOptions:
         ones, for a new run; without, to resume it)."""
         args = []
         for name, value in self.manifest().items():
-            if value in (None, "", False) or name == "order_seed" or \
+            if value in (None, "", False) or \
                     (name in CHOOSING + ("repeats",) and not choosing):
                 continue
             args += ["--" + name.replace("_", "-"), str(value)]
@@ -218,6 +217,43 @@ class ProvisionOptions:
     def framework_list(self):
         return self.frameworks.split(",") if isinstance(self.frameworks, str) \
             else self.frameworks
+
+
+# bench's options that leave nothing here for collect and analyze to read (a dry run, a batch
+# script, an allocation of its own): bench takes them, reproduce does not
+BENCH_ONLY = ("dry_run", "partition", "sbatch", "submit")
+
+
+class _Reproducing:
+    """What ReproduceOptions adds to its fields: the options of each step it runs."""
+
+    def provision_options(self):
+        return ProvisionOptions(**self._of(ProvisionOptions))
+
+    def bench_options(self):
+        """BenchOptions, its counts checked as bench's command line checks them."""
+        return BenchOptions.parsed(**self._of(BenchOptions))
+
+    def _of(self, options_type):
+        return {f.name: getattr(self, f.name) for f in fields(options_type)
+                if hasattr(self, f.name)}
+
+
+def _reproduce_fields():
+    """bench's options (but BENCH_ONLY), then those of provision that bench has not: each
+    declared where its step declares it."""
+    taken = {}
+    for f in on_command_line(BenchOptions) + on_command_line(ProvisionOptions):
+        if f.name not in BENCH_ONLY:
+            taken.setdefault(f.name, f)
+    return [(f.name, f.type, field(default=f.default, metadata=f.metadata))
+            for f in taken.values()]
+
+
+# `invoke reproduce`'s options: every option of provision and bench (collect and analyze take
+# the inventory, run and results folder that bench does), declared there once
+ReproduceOptions = make_dataclass("ReproduceOptions", _reproduce_fields(),
+                                  bases=(_Reproducing,))
 
 
 @dataclass

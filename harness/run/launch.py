@@ -124,10 +124,10 @@ def calibrate_together(probe, bounds=None, nodes=()):
         not contention.overlapping(nodes) and (bounds.slowness if bounds else 1.0) < 3
 
 
-def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False, extra=None):
-    """The processes of a cell with their rendered scripts and cell.json; `~/` paths are
-    made absolute with each node's home (node.path asks it once). extra: more of every
-    process's cell.json, from the pipeline's hooks (the same-math check's checksum)."""
+def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False):
+    """The processes of a cell with their rendered scripts and cell.json (written at start:
+    the hooks' prepare stage may add to it); `~/` paths are made absolute with each node's
+    home (node.path asks it once)."""
     lease = base_lease() if lease is None else lease
     system = SYSTEMS[cell.system]
     template = environment().get_template(system["template"])
@@ -159,7 +159,6 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False, extr
             profiler_port=layout.profiler_port(cell, node, role),
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),
             planted="", init_checksum="", sample_interval=sample_interval(lease))
-        config.update(extra or {})
         cellconfig.check(config, "the cell.json of %s/%s-%d" % (node.name, role, rank))
         variables = dict(config, system=cell.system, code_dir=nodefolder.code_dir(workdir),
                          lease_seconds=int(lease),
@@ -254,8 +253,9 @@ def poll(proc, slowness=1.0):
     return nodes_mod.alive(ps_text)
 
 
-def watch(cell, processes, timeout, display, bounds=None):
-    """Until all succeed, one fails, one stalls, or the timeout; returns (status, reason)."""
+def watch(cell, processes, timeout, display, bounds=None, polled=lambda processes: None):
+    """Until all succeed, one fails, one stalls, or the timeout; returns (status, reason).
+    polled(processes): after each round of polls (the hooks' poll stage)."""
     started = time.monotonic()
     stalls = stall.StallWatch(bounds or stall.Bounds.for_cell(cell))
     # slow nodes (emulated VMs) are polled less often: each poll is a shell on them, and one a
@@ -270,6 +270,7 @@ def watch(cell, processes, timeout, display, bounds=None):
             if now >= proc.next_poll and not proc.lingered:  # a lingering one was stopped
                 alive[proc.label] = poll(proc, stalls.bounds.slowness)
                 proc.next_poll = now + every
+        polled(processes)
         gone = unanswering(processes) if every > POLL_SECONDS else ""
         if gone:
             return "failed", gone
@@ -450,9 +451,10 @@ def log_tail(proc, lines=20):
 
 
 def run_cell(cell, processes, timeout, status, save=lambda: None, after=RunSoFar(),
-             bounds=None):
+             bounds=None, polled=lambda processes: None):
     """start -> watch -> stop, filling `status` in place (so it survives an interrupt); save()
-    writes it, once the pids are known, so a controller that dies leaves them on record.
+    writes it, once the pids are known, so a controller that dies leaves them on record;
+    polled: watch's.
     Ctrl-C (or SIGTERM) stops the cell on every node, then re-raises."""
     began = time.time()
     status.update(status="running", reason="", started=began)
@@ -464,7 +466,7 @@ def run_cell(cell, processes, timeout, status, save=lambda: None, after=RunSoFar
                                     "pid": p.pid, "out_dir": p.out_dir} for p in processes]
             save()
             status["status"], status["reason"] = watch(cell, processes, timeout, display,
-                                                       bounds)
+                                                       bounds, polled)
     except KeyboardInterrupt:
         status["status"], status["reason"] = "failed", "interrupted"
         raise
