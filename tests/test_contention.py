@@ -70,8 +70,8 @@ def test_the_summary_compares_each_round_with_the_readings_alone_around_it():
 
 
 def test_one_burst_alone_does_not_hide_sharing():
-    """The emulated cluster in CI (3 hosts with a 1-CPU quota on 2 CPUs), as read on
-    2026-11-27: every round 17-44% slower, but one reading alone 36% off its neighbours (a
+    """The emulated cluster in CI (3 hosts with a 1-CPU quota on 2 CPUs), as read there:
+    every round 17-44% slower, but one reading alone 36% off its neighbours (a
     noisy host). The largest change (36%) put the loss within the node's noise; the median
     (12%) does not, and the largest is still shown."""
     alone = [289.0, 376.0, 331.0, 349.0, 439.0, 445.0]
@@ -101,7 +101,7 @@ def test_a_loss_within_the_nodes_own_noise_is_not_sharing():
 
 
 def noisy_probe():
-    """Modelled on the emulated cluster in CI on 2026-11-27 (3 hosts, a 1-CPU quota each, on
+    """Modelled on the emulated cluster as CI read it (3 hosts, a 1-CPU quota each, on
     2 CPUs; there node1 lost 29-49% in every round beside readings alone +-32%): node1 loses
     34-44% in every round, its readings alone move 25-43% between rounds; node2 keeps its
     speed."""
@@ -257,8 +257,8 @@ def test_the_probe_finds_no_sharing_on_nodes_of_their_own(provisioned):
     """Pinned nodes, a CPU each: the probe must not cry wolf. It says "no sharing found" or,
     where this host's noise hides what it reads, "not ruled out". Where the first measurement
     says "shared" or "not ruled out", a second is taken, and it must not say "shared". This
-    machine is a VM whose host moves its vCPUs: in the CI-equivalent run of 2026-11-27 (the
-    host's steal 3-7% in cells beside it) node1 read 18% slower (rounds -21% to +0%, alone
+    machine is a VM whose host moves its vCPUs: in one CI-like run (the host's steal 3-7% in
+    cells beside it) node1 read 18% slower (rounds -21% to +0%, alone
     +-18%), then 29% (rounds -44% to +10%, alone +-13%): "not ruled out" twice."""
     nodes = nodes_mod.connect_all(inventory.load("local"))
     # what no noise can hide: each node's probe runs on CPUs no other node has
@@ -332,8 +332,8 @@ def test_a_probe_that_found_sharing_or_could_not_tell_is_never_reused(
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) > 2, reason="3 nodes share only on <3 CPUs")
 def test_the_probe_finds_three_nodes_sharing_two_cpus(provisioned):
     """Three nodes on two CPUs share by construction. On a host noisier than the loss the probe
-    must say it cannot rule sharing out, never "no sharing found" (CI, 2026-11-27: this test,
-    asserting "shared", failed on such a host; the emulated quota test reads the same way)."""
+    must say it cannot rule sharing out, never "no sharing found" (asserting "shared" fails on
+    such a host; the emulated quota test reads the same way)."""
     found = measure("local-shared")
     assert found["shared"] or found["undecided"], contention.describe(found)
     assert found["worst_loss"] > 0.2, contention.describe(found)
@@ -343,8 +343,8 @@ def test_the_probe_finds_three_nodes_sharing_two_cpus(provisioned):
 def test_a_node_is_disturbed_when_others_and_steal_pass_the_bound(tmp_path):
     """Each node's worst process: node1 4% others + 0.5% steal (under 5%), node2 3% + 3%
     over a minute (others less 0.15 s of 60: 5.75%), node3 6% over 2 s: 0.12 s, all of it
-    the floor, plus 1% steal, which is never let off (2026-11-28 here: a 12-step MXNet
-    cell's worker read 4.6% + 0.5% over 1.8 s and was run again)."""
+    the floor, plus 1% steal, which is never let off (a 12-step MXNet cell's worker
+    that read 4.6% + 0.5% over 1.8 s was run again)."""
     from harness.run import disturbance
     import json as json_
     figures = {("node1", "worker-0"): {"others_cpu": 0.04, "steal": 0.005},

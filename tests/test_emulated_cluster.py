@@ -126,7 +126,7 @@ def test_a_poll_runs_no_command_on_the_node(netns, tmp_path, monkeypatch):
 
 # The system-modes no other test here runs over SSH: pytorch-sync and mxnet-sync run in the
 # bandwidth rounds, pytorch-sync on the cut link, mxnet-sync behind the bastion (the
-# five at once cost 180 s on the EPYC, 2026-11-29). mxnet-async runs MXNet-sync's roles with
+# five at once cost 180 s on a 2-core EPYC). mxnet-async runs MXNet-sync's roles with
 # another KVStore type, so its path over SSH is MXNet-sync's (as in tests/test_faults.py;
 # a user's `invoke bench --inventory netns` still runs all five).
 OVER_SSH_ONLY_HERE = ("tensorflow-sync", "tensorflow-async")
@@ -424,9 +424,9 @@ def test_the_probe_finds_cgroup_quotas_that_add_up_to_more_than_the_machine(netn
     """3 hosts with a quota of 1 CPU each on a 2-CPU machine: each host's facts show the whole
     machine, so nothing but a measurement tells that they share. The probe declines to call
     sharing on a host noisier than the loss, and this machine is a VM whose host moves its
-    vCPUs (eight 1 s readings of one CPU alone: 293-415 chunks/s, nothing else running, on
-    2026-11-27): there it must say it cannot rule sharing out, never "no sharing found" (CI,
-    2026-11-27: node1 33% slower in every round, alone against itself +-32%)."""
+    vCPUs (eight 1 s readings of one CPU alone: 293-415 chunks/s, nothing else running): there it
+    must say it cannot rule sharing out, never "no sharing found" (node1 33% slower in every
+    round, alone against itself +-32%, has been read in CI)."""
     from harness.run import contention
     from harness.nodes import stacks
     if netns["vcpus"] * len(netns["hosts"]) <= len(os.sched_getaffinity(0)):

@@ -141,7 +141,7 @@ def test_a_rung_that_cannot_run_is_named_and_left_out_of_the_product(tmp_path):
 
 
 def test_a_rung_whose_cell_stayed_disturbed_names_it_and_is_left_out_of_the_product(tmp_path):
-    # CI, 2026-11-28: a smoke ladder's effect came out NaN and said only "not measured"
+    # a smoke ladder's effect must not come out NaN saying only "not measured"
     base, end, rungs = two_factor_plan()
     measured = {base.key: setting_records(tmp_path, "base", 300.0),
                 rungs[0].after.key: setting_records(tmp_path, "onednn", 150.0,

@@ -45,8 +45,8 @@ def smoke_run(provisioned, tmp_path_factory):
     bench = invoke("bench", "--results", str(results), env=env)
     (run,) = [p for p in results.iterdir() if p.is_dir()]
     if all(json.loads(p.read_text()).get("disturbed") for p in run.glob("*/status.json")):
-        # a noisy spell took both attempts of every cell (2026-11-29: others' CPU 8-17% of
-        # each node for ten minutes, 0-6% before and after): once more, as a user would
+        # a noisy spell can take both attempts of every cell (others' CPU 8-17% of each node
+        # for ten minutes has been seen): once more, as a user would
         invoke("bench", "--results", str(results), "--run", run.name, "--retry-failed", env=env)
     invoke("collect", "--results", str(results))
     analyze = invoke("analyze", "--results", str(results))
@@ -341,9 +341,9 @@ def sharing_of(manifest):
 def test_the_manifest_carries_the_setup_the_layout_and_the_probe(smoke_run):
     """Nodes that own their cores (any machine of 2 CPUs or more) make the frameworks' times
     comparable; the manifest carries the setup's flags, the layout and the contention probe's
-    figures. Where the probe measures sharing on such nodes (this VM's two vCPUs interfered
-    in CI's smoke run of 2026-11-27: node1 28% slower with the other node running, 4 of 5
-    rounds over 15%, alone against itself +-13%), it says so: what the host does is the
+    figures. Where the probe measures sharing on such nodes (a VM's two vCPUs can interfere:
+    node1 28% slower with the other node running, 4 of 5 rounds over 15%, alone against
+    itself +-13%, has been read in CI), it says so: what the host does is the
     probe's subject (tests/test_contention.py), this test's is that the run follows it."""
     assert left_out_of(smoke_run) < set(SYSTEMS)  # something was measured
     manifest = json.loads((smoke_run["run"] / "manifest.json").read_text())
@@ -370,8 +370,8 @@ def test_the_manifest_carries_the_setup_the_layout_and_the_probe(smoke_run):
 def test_the_report_puts_the_setup_beside_the_papers(smoke_run):
     """The report judges the claims where the nodes own their cores, and says so with the
     probe's figures where they do not (the claims are then not comparable). A cell whose last
-    attempt was disturbed is left out of the verdicts and of Fig. 3's check (CI-equivalent,
-    2026-11-27: both MXNet cells, the host's steal 3-7% of the nodes' CPU time), and the
+    attempt was disturbed is left out of the verdicts and of Fig. 3's check (the host's steal
+    at 3-7% of the nodes' CPU time can do it to both MXNet cells), and the
     report lists it."""
     run, left_out = smoke_run["run"], left_out_of(smoke_run)
     manifest = json.loads((run / "manifest.json").read_text())
@@ -466,8 +466,8 @@ def test_the_scaling_sweep_covers_tensorflow_async(provisioned, tmp_path):
     scaling = pd.read_csv(run / "analysis" / "scaling.csv")
     rows = scaling[scaling.system == "tensorflow-async"]
     assert sorted(rows.nodes) == list(range(1, NODES + 1))
-    # a count disturbed in both attempts stays as a row that says so (CI-equivalent,
-    # 2026-11-27: 2 nodes, the host's steal); every count measured has its throughput
+    # a count disturbed in both attempts (the host's steal) stays as a row that says so;
+    # every count measured has its throughput
     from analysis import tidy
     left_out = rows.note == tidy.LEFT_OUT  # NaN where none is
     assert not left_out.all()
@@ -494,9 +494,8 @@ def test_a_small_explain_ladder_runs_every_rung_with_its_level(provisioned, tmp_
         ("tf_input_cache", "0")}
     (row,) = found["claims"]
     assert [e["rung"] for e in row["effects"]] == ["tf_kernels 0 -> 1", "tf_input_cache 1 -> 0"]
-    # a cell disturbed in both attempts (CI, 2026-11-28: a rung came out unmeasured, its
-    # figures not kept) leaves its rungs unmeasured, saying which; every other rung has its
-    # effect
+    # a cell disturbed in both attempts leaves its rungs unmeasured, saying which (not a
+    # rung silently without figures); every other rung has its effect
     (run,) = (tmp_path / "explain-runs").iterdir()
     disturbed = {c.parent.name for c in run.glob("*/status.json")
                  if json.loads(c.read_text()).get("disturbed")}

@@ -206,9 +206,9 @@ def test_invoke_reads_each_task_s_parameters_from_its_dataclass():
 
 
 def test_reproduce_takes_every_option_of_the_steps_it_runs():
-    """`invoke reproduce --systems ...` once said "No idea what '--systems' is!": its options
-    are bench's and provision's, each handed to its step, bench's counts checked as bench
-    checks them; those that leave nothing to collect are bench's alone."""
+    """`invoke reproduce --systems ...` runs a part of the matrix: its options are bench's and
+    provision's, each handed to its step, bench's counts checked as bench checks them; those
+    that leave nothing to collect are bench's alone."""
     reproduce = {f.name for f in options.on_command_line(options.ReproduceOptions)}
     bench = {f.name for f in options.on_command_line(BenchOptions)}
     provision = {f.name for f in options.on_command_line(options.ProvisionOptions)}

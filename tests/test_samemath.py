@@ -93,7 +93,7 @@ def test_an_async_loss_that_does_not_fall_fails():
 
 
 def test_an_async_loss_that_falls_with_a_spike_at_its_end_falls():
-    # TensorFlow-async's ResNet-18 curve of a real run (paper-py39, 2026-11-24): it falls from
+    # TensorFlow-async's ResNet-18 curve of a real run (paper-py39): it falls from
     # 2.50 to 0.15, then a stale update throws it back to 3.74 in the last steps; its last 5
     # steps' mean (2.68) said "does not fall", its second half's (1.34) says it does
     spiky = [2.65, 2.65, 2.42, 2.60, 2.21, 2.32, 2.63, 3.25, 1.53, 1.71, 2.18, 2.71, 1.47, 1.44,

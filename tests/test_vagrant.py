@@ -353,7 +353,7 @@ def test_a_daemon_pid_recorded_before_a_reboot_is_not_stopped(monkeypatch, tmp_p
         other.wait()
 
 
-# CI's node2 (2026-11-27), as its console wrote it: colour codes and all
+# a node's console line as CI's node2 wrote it: colour codes and all
 GAVE_UP_LINE = "\x1b[K[\x1b[0;1;31mFAILED\x1b[0m] Failed to start \x1b[0;1;39mRaise network " \
                "interfaces\x1b[0m.\n"
 

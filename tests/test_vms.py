@@ -7,24 +7,9 @@ analyze), a VM destroyed mid-cell failing its cell within 10 s, and
 `vagrant.down` leaving nothing behind: no VM, no QEMU, no libvirt daemon or dnsmasq that the
 package started, no network, no firewall rule, /dev/kvm as it was.
 
-What it costs under TCG on a 2-core machine (box cached; building it adds 75 s): 11 min 0 s
-in all on an AMD EPYC (2026-11-24): the VMs up 83 s, provisioning 312 s, the smoke cell with
-collect and analyze 210 s, the destroyed-VM cell 42 s, `vagrant.down` 10 s. On an Intel Xeon
-(2026-11-26) 19 min 34 s: up 103 s, provisioning 380 s (per VM: building the env 118 s,
-seeding it with PyPI's pip 69 s, the shard 34 s, 36 other Ansible tasks about 140 s), the
-12-step cell 594 s, the destroyed-VM cell 76 s. With the cell at 4 steps, the same day:
-16 min 46 s and 18 min 15 s (the box built again in each, about 60 s; the cell's test 403
-and 447 s). With 1 timed calibration pass on emulated CPUs, polls through SFTP and each VM's
-roles started in two commands (2026-11-26, CI's run): 13 min 54 s, the cell's test 264 s.
-On the AMD EPYC again (2026-11-27, a noisy host): 18 min 43 s, up 137 s, provisioning 590 s,
-the 4-step cell 264 s, collect 8 s, analyze 5 s, the destroyed-VM cell 101 s.
-Two VMs instead of three (VMS below), back to back on the EPYC (2026-11-27, nothing else
-running): 9 min 54 s against 16 min 15 s; up 97 s against 131 s, provisioning 312 s against
-532 s, the cell's test 123 s against 198 s, the destroyed-VM cell 49 s against 98 s.
-With MXNet's env built into the box (DLBENCH_VM_BOX_ENVS; 2026-11-29, EPYC, nothing else
-running, the box built in the run): up 230 s (93 s with the box cached), provisioning 235 s
-against 400 s the same morning, the cell 185 s against 197 s, the destroyed-VM cell 57 s; the
-boot, end-to-end and down tests 677 s against 719 s with the box cached then.
+What it costs under TCG on a 2-core machine, box cached: about 10 min with two VMs (up about
+100 s, provisioning about 240-310 s, the cell about 120-190 s, the destroyed-VM cell about
+50 s); docs/notebook.md, "What the VM tests cost", lists each measurement and its machine.
 The run resuming once the destroyed VM is up again
 (provisioning it again, the 60-step cell again: about 16 min more) runs with
 DLBENCH_VM_E2E=1; `pytest -s` prints each step's time, and `invoke vm-bench` times a cold
@@ -162,8 +147,8 @@ def test_a_system_mode_end_to_end_through_the_vms(provisioned_vms, tmp_path):
     # no operator profile, 4 steps (2 timed) instead of the smoke profile's 12, and no
     # calibration pass on emulated CPUs (harness/run/launch.py calibration): its subject is
     # the path through the VMs (the profiler, the step statistics and the breakdown are the
-    # local cluster's tests'), and each step of emulated MXNet took 22.6 s here (2026-11-26:
-    # start-up 112 s, 12 steps 273 s, the calibration 200 s)
+    # local cluster's tests'), and each step of emulated MXNet took 22.6 s here (start-up
+    # 112 s, 12 steps 273 s, the calibration 200 s)
     out = timed("bench", "--inventory", "vagrant", *STACK, "--systems", SYSTEM,
                 "--benchmarks", "lenet5-cifar10", "--profile-steps", "0", "--steps", "4",
                 "--results", str(tmp_path), env=SIZE).stdout
