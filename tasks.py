@@ -48,13 +48,13 @@ def _user_errors(function):
     """Expected problems print their cause and fix, no traceback, and exit 2."""
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
-        from contract.errors import UserError
+        from contract.errors import EXIT_INTERRUPTED, UserError
         try:
             return function(*args, **kwargs)
         except UserError as exc:
             raise Exit("error: %s" % exc, code=exc.exit_code)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM, after cleanup: no traceback
-            raise Exit("interrupted", code=130)
+            raise Exit("interrupted", code=EXIT_INTERRUPTED)
     return wrapper
 
 

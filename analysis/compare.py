@@ -38,12 +38,12 @@ def build(run_a, run_b, out=None, quiet=False):
     if ops:
         pngs.append(operator_figure(a, b, ops, out / "operators")[0])
     blocks = report_blocks(a, b, rows, cells, ops, pngs)
-    (out / "report.md").write_text(render.markdown(blocks))
-    (out / "report.html").write_text(render.to_html(blocks, blocks[0][1]))
+    (out / runfolder.REPORT).write_text(render.markdown(blocks))
+    (out / runfolder.REPORT_HTML).write_text(render.to_html(blocks, blocks[0][1]))
     if not quiet:
-        print("report:  %s\n         %s\nfigures: %s" % (out / "report.md", out / "report.html",
+        print("report:  %s\n         %s\nfigures: %s" % (out / runfolder.REPORT, out / runfolder.REPORT_HTML,
                                                         ", ".join(pngs)))
-    return {"report": out / "report.md", "claims": rows, "cells": cells, "operators": ops,
+    return {"report": out / runfolder.REPORT, "claims": rows, "cells": cells, "operators": ops,
             "differences": differences(a, b)}
 
 
@@ -58,7 +58,7 @@ def load(run_path, stack=None):
         raise UserError("run %s ran under %d stacks (%s): its own report sets them side by "
                         "side" % (run_path.name, len(names), ", ".join(names)),
                         "read %s, or compare two runs of one stack each"
-                        % (run_path / "analysis" / "report.md"))
+                        % (run_path / runfolder.ANALYSIS / runfolder.REPORT))
     name = stack or names[0]
     manifest = manifests.view(whole, name)
     records = tidy.load_records(run_path / runfolder.RECORDS)

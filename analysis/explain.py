@@ -229,9 +229,9 @@ def build(folder, quiet=False):
     bed = beds.get(plan.cells_of(plan.base)[0]) or next(iter(beds.values()))
     blocks = report_blocks(plan, result, bed, pngs)
     (out / "explain.md").write_text(render.markdown(blocks))
-    (out / "report.html").write_text(render.to_html(blocks, blocks[0][1]))
+    (out / runfolder.REPORT_HTML).write_text(render.to_html(blocks, blocks[0][1]))
     if not quiet:
-        print("explain: %s\n         %s" % (out / "explain.md", out / "report.html"))
+        print("explain: %s\n         %s" % (out / "explain.md", out / runfolder.REPORT_HTML))
     return dict(result, path=out)
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 import registry
 
-from contract import manifest as manifests
+from contract import manifest as manifests, runfolder
 
 from . import answer, claims, compare, figures, render, stats
 
@@ -57,8 +57,8 @@ def build(run_path, manifest, records, built, out, quiet=False):
                      "of."),
                cells_table(cells, older["label"], newer["label"])]
     blocks += compare.setup_blocks(older, newer)
-    (out / "report.md").write_text(render.markdown(blocks))
-    (out / "report.html").write_text(render.to_html(blocks, blocks[0][1]))
+    (out / runfolder.REPORT).write_text(render.markdown(blocks))
+    (out / runfolder.REPORT_HTML).write_text(render.to_html(blocks, blocks[0][1]))
     pd.DataFrame([{k: v for k, v in r.items() if k != "boot"} for r in rows]).to_csv(
         out / "claims_two_stacks.csv", index=False)
     verdicts = "; ".join("%s: %s" % (s["label"], answer.tally(
@@ -67,10 +67,10 @@ def build(run_path, manifest, records, built, out, quiet=False):
                           if b.get("disturbed"))
     if not quiet:
         print("report:  %s\n         %s\nper stack: %s" % (
-            out / "report.md", out / "report.html",
+            out / runfolder.REPORT, out / runfolder.REPORT_HTML,
             ", ".join(str(b["report"]) for b in built.values())))
     first = built[older["label"]]
-    return {"report": out / "report.md", "html": out / "report.html",
+    return {"report": out / runfolder.REPORT, "html": out / runfolder.REPORT_HTML,
             "figures": [png] + [f for b in built.values() for f in b["figures"]],
             "verdicts": verdicts, "disturbed": disturbed, "layout": first.get("layout"),
             "against_paper": first.get("against_paper"), "stacks": built}
@@ -225,7 +225,7 @@ def first_screen(manifest, sides, rows, effects, png, built, spent):
                    ("list", answer.deviation_items(expected, older["bed"]))]
     blocks.append(("p", "Each stack's full report (figures, breakdowns, Table V, memory, "
                         "operators, consistency): %s." % ", ".join(
-                            "[%s](%s/report.md)" % (name, name) for name in built)))
+                            "[%s](%s/%s)" % (name, name, runfolder.REPORT) for name in built)))
     return blocks
 
 

@@ -49,15 +49,15 @@ def build_stack(run_path, manifest, records, out, quiet=False):
     groups.to_csv(out / "groups.csv", index=False)
     summary = {"disturbed": disturbed_note(cells, manifest.get("run_id"))}
     blocks, pngs = sections(run_path, out, manifest, records, cells, groups, summary)
-    (out / "report.md").write_text(render.markdown(blocks))
-    (out / "report.html").write_text(render.to_html(blocks, "Reproduction report: run %s"
+    (out / runfolder.REPORT).write_text(render.markdown(blocks))
+    (out / runfolder.REPORT_HTML).write_text(render.to_html(blocks, "Reproduction report: run %s"
                                                     % manifest.get("run_id")))
     if not quiet:
-        print("report:  %s\n         %s\nfigures: %s" % (out / "report.md", out / "report.html",
+        print("report:  %s\n         %s\nfigures: %s" % (out / runfolder.REPORT, out / runfolder.REPORT_HTML,
                                                         ", ".join(pngs)))
         if summary["disturbed"]:
             print("disturbed: %s" % summary["disturbed"])
-    return dict(summary, report=out / "report.md", html=out / "report.html", figures=pngs,
+    return dict(summary, report=out / runfolder.REPORT, html=out / runfolder.REPORT_HTML, figures=pngs,
                 cells=cells, groups=groups)
 
 

@@ -12,7 +12,7 @@ from . import stats
 
 PAPER = paper.TABLE_IV
 PAPER_EPOCHS, PAPER_STEPS_PER_EPOCH = paper.EPOCHS, paper.STEPS_PER_EPOCH  # per worker
-PAPER_STEPS = PAPER_EPOCHS * PAPER_STEPS_PER_EPOCH
+PAPER_STEPS = paper.STEPS
 TIMES = ["execution_seconds", "startup", "wall_step", "loop_seconds", "measured_seconds"]
 PHASES = list(schema.PHASES)  # the paper's breakdown (contract/records.py)
 CELL_KEYS = ["cell_id", "benchmark", "system", "repeat"]

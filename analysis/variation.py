@@ -5,7 +5,9 @@ that run-to-run variation was not measured."""
 import json
 from pathlib import Path
 
-CALIBRATION_FILE = "calibration.json"
+from contract import runfolder
+
+CALIBRATION_FILE = runfolder.CALIBRATION
 PROFILES = ("paper", "verdict")  # the profiles a calibration measures
 
 

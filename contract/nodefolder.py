@@ -3,7 +3,7 @@
     workdir/node-name                   the node's name: a folder two nodes share is found
     workdir/facts.json                  the host's facts (CPU, memory, versions)
     workdir/code/bench/                 the bench code provisioning unpacked
-    workdir/data/<shard id>/            the node's dataset shards
+    workdir/data/<shard id>/            the node's dataset shards, shards.json their index
     workdir/runs/<run>/<cell>/<role>-<rank>/
         cell.json run.sh log.txt        what the controller wrote, and the process's output
         progress.json result.json rc    what the process says while and after it runs
@@ -14,6 +14,7 @@ The controller's copy of a run keeps <cell>/<node>/<role>-<rank>/ (collect)."""
 
 NODE_NAME, FACTS = "node-name", "facts.json"
 CODE, DATA, RUNS = "code", "data", "runs"
+SHARDS_INDEX = "shards.json"  # a split's index, beside its shards (written last)
 CELL_CONFIG, SCRIPT, LOG = "cell.json", "run.sh", "log.txt"
 PROGRESS, RESULT, EXIT_CODE = "progress.json", "result.json", "rc"
 LEASE, MEMORY, OPERATORS, SLURM_STEP = "lease", "memory.csv", "profile.json", "slurm_step"

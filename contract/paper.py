@@ -23,6 +23,7 @@ GLOBAL_BATCH = 126  # "Global batch size 126"
 LOCAL_BATCH = 42  # "Local batch size 42"
 STEPS_PER_EPOCH = 396  # "Steps per epoch 396"
 EPOCHS = 10  # "Number of epochs 10" (section IV-B: "a fixed number of epochs (10)")
+STEPS = EPOCHS * STEPS_PER_EPOCH  # each worker's steps of a whole run (3,960)
 # what the analysis scales each cell to, by the names of a cell's settings
 TABLE_IV = {"epochs": EPOCHS, "steps_per_epoch": STEPS_PER_EPOCH, "local_batch": LOCAL_BATCH}
 INPUT_SIZE = 32  # "Input size 32x32 (64x64 only for AlexNet)"

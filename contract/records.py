@@ -30,6 +30,15 @@ METRICS = dict(
        ("slurm_elapsed_s", "s"), ("slurm_cpu_s", "s"), ("slurm_max_rss_mb", "MB")])  # sacct
 
 
+def run_keys(run_id, cell_id, stack):
+    return dict(zip(RUN_KEYS, (run_id, cell_id, stack)))
+
+
+def process_keys(node, role, rank):
+    """A process's keys (all None on a cell's status record)."""
+    return dict(zip(PROCESS_KEYS, (node, role, rank)))
+
+
 def record(base, metric, value, **extra):
     """One record: base (the cell's, run's and process's keys) with the metric, its value
     and its unit. A metric not in METRICS is an error: a misspelt one cannot pass unseen."""

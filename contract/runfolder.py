@@ -1,6 +1,13 @@
-"""A run's folder, results/<run-id>/: manifest.json, <cell-id>/status.json, records.jsonl and
-.attempts/. This module is the only one that names those files; collect.py fetches and makes
-the records, commands.py and resume.py say what changed, and this writes it."""
+"""A run's folder, results/<run-id>/, and what the analysis writes beside it:
+
+    manifest.json  records.jsonl  .attempts/  explain.json
+    <cell-id>/status.json  <cell-id>/sacct.txt  <cell-id>/<node>/<role>-<rank>/ (nodefolder)
+    analysis/report.md  analysis/report.html  analysis/...
+    calibration-<time>/calibration.json (an interval check)
+
+This module is the only one that names those files (tests/test_contract_names.py holds every
+other module to that); collect.py fetches and makes the records, the run's lifecycle and
+resume.py say what changed, and this writes it."""
 import json
 import shutil
 from pathlib import Path
@@ -10,6 +17,9 @@ from contract.errors import UserError
 
 MANIFEST, STATUS, RECORDS, ATTEMPTS = "manifest.json", "status.json", "records.jsonl", ".attempts"
 EXPLAIN = "explain.json"  # an invoke explain result attached to the run (invoke explain --run)
+SACCT = "sacct.txt"  # Slurm's accounting of a cell's job steps
+ANALYSIS, REPORT, REPORT_HTML = "analysis", "report.md", "report.html"
+CALIBRATION = "calibration.json"  # an interval check's table (invoke interval-check)
 STATES = ("pending", "running", "succeeded", "failed")
 
 

@@ -10,17 +10,19 @@ import numpy as np
 from analysis import report
 from analysis.claims import PAPER_BENCHMARKS
 from analysis.figures import SYSTEM_ORDER
-from contract import nodefolder
+from contract import nodefolder, paper
 from selfcheck import known_run
 
 GOAL_SECONDS = 30.0
 
 
 def paper_sized(path, repeats, hours):
-    """Every process with the paper's 3,950 measured steps (the bootstrap's input)."""
+    """Every process with the paper's measured steps (all but the warm-up: the bootstrap's
+    input)."""
     rng = np.random.default_rng(0)
+    measured = paper.STEPS - 10
     cells = [known_run.cell(b, s, 1000.0 + 10 * r + i, repeat=r,
-                            samples=(1000.0 / 3960) * rng.uniform(0.9, 1.1, 3950))
+                            samples=(1000.0 / paper.STEPS) * rng.uniform(0.9, 1.1, measured))
              for r in range(repeats) for i, b in enumerate(PAPER_BENCHMARKS)
              for s in SYSTEM_ORDER]
     return known_run.write_run(path, cells, memory_rows=int(hours * 3600))

@@ -7,10 +7,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from contract import nodefolder
+from contract import nodefolder, runfolder
 
 FIELDS = "JobID,JobName,NodeList,State,ExitCode,Elapsed,TotalCPU,MaxRSS"
-FILE = "sacct.txt"
+FILE = runfolder.SACCT
 STEP_FILE = nodefolder.SLURM_STEP  # in each role's folder: the job step that ran it
 RUNNING = ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "COMPLETING")
 WAIT_SECONDS = 20  # a step's figures reach slurmdbd a moment after it ends

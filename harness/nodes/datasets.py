@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contract import paper
+from contract import nodefolder, paper
 from contract.errors import UserError
 from ..paths import cache_dir
 
@@ -199,7 +199,7 @@ def dataset_id(name, source, seed=0):
                       else "real")
 
 
-INDEX = "shards.json"  # a split's index, beside its shards (written last)
+INDEX = nodefolder.SHARDS_INDEX
 
 
 def index_of(folder):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import collect
 from contract import manifest as manifests
+from contract import runfolder
 from contract.runfolder import RunFolder
 from contract.errors import UserError
 from ..paths import REPO
@@ -38,7 +39,7 @@ def build(results, run_id=None, junit=JUNIT):
     run = collect.run_dir(results, run_id)
     collect.check_format(run)
     manifest = RunFolder(run).manifest()
-    report = run / "analysis" / "report.md"
+    report = run / runfolder.ANALYSIS / runfolder.REPORT
     if not report.is_file():
         raise UserError("run %s has no report" % run.name,
                         "run `invoke analyze --run %s` first" % run.name)
@@ -91,7 +92,7 @@ def verify(path):
                             % (len(bad), path.name, ", ".join(bad[:5])),
                             "the archive was changed or damaged: make it again")
         sums = len((run / SUMS).read_text().splitlines())
-        archived = (run / "analysis" / "report.md").read_text()
+        archived = (run / runfolder.ANALYSIS / runfolder.REPORT).read_text()
         rebuilt = report.build(run, quiet=True, out=run / "verify")["report"].read_text()
     differing = [(a, b) for a, b in zip(archived.splitlines(), rebuilt.splitlines())
                  if a != b and not _timestamped(a)]

@@ -222,7 +222,7 @@ def build_records(path):
         # order: the cell's place in the planned run, from which the analysis sees whether
         # the repeats ran as blocks (analysis/stats.py, paired)
         records.append(schema.record(
-            dict(base, node=None, role=None, rank=None), "status",
+            dict(base, **schema.process_keys(None, None, None)), "status",
             1.0 if status["status"] == "succeeded" else 0.0, status=status["status"],
             reason=status.get("reason", ""), warning=status.get("warning", ""),
             disturbed=status.get("disturbed", ""), order=position))
@@ -236,16 +236,16 @@ def build_records(path):
 
 def _base(manifest, cell):
     base = {k: cell.get(k) for k in schema.CELL_KEYS}
-    base.update(run_id=manifest.get("run_id"), cell_id=cell["id"],
-                stack=cell.get("stack") or (manifests.stack_names(manifest) or [None])[0])
+    base.update(schema.run_keys(manifest.get("run_id"), cell["id"], cell.get("stack") or (
+        manifests.stack_names(manifest) or [None])[0]))
     return base
 
 
 def _per_worker_records(rec, per_worker):
     out = []
     for rank, summary in sorted(per_worker.items()):
-        worker = dict(rec, node=summary.get("node"), role="worker", rank=int(rank),
-                      timed_by="chief")
+        worker = dict(rec, timed_by="chief", **schema.process_keys(summary.get("node"),
+                                                                   "worker", int(rank)))
         out += [schema.record(worker, phase, summary[phase])
                 for phase in schema.SUMMARY if summary.get(phase) is not None]
         out += [schema.record(worker, m, summary[m])
@@ -257,7 +257,8 @@ def _profile_records(base, cell_path):
     """One record per operator path of each process's profiled steps (bench/common/
     profile.py), in seconds per profiled step. A server does not know how many steps it
     served: it takes the steps of the process that drove the profile (TF chief, worker 0)."""
-    profiles = [(f, read_json(f)) for f in sorted(cell_path.glob("*/*/profile.json"))]
+    profiles = [(f, read_json(f))
+                for f in sorted(cell_path.glob("*/*/%s" % nodefolder.OPERATORS))]
     profiles = [(f, p) for f, p in profiles if p]
     driven = [p["steps"] for f, p in profiles if p.get("steps")]
     out = []
@@ -265,7 +266,8 @@ def _profile_records(base, cell_path):
         steps = profile.get("steps") or (max(driven) if driven else 0)
         node, role_rank = profile_file.parent.parent.name, profile_file.parent.name
         role, _, rank = role_rank.rpartition("-")
-        rec = dict(base, node=node, role=role, rank=int(rank), source=profile.get("source"))
+        rec = dict(base, source=profile.get("source"),
+                   **schema.process_keys(node, role, int(rank)))
         if profile.get("profiled_step"):  # workers; for tensorflow-async, the chief
             out.append(schema.record(rec, "profiled_step", profile["profiled_step"]))
         if not steps:
@@ -281,9 +283,9 @@ def _process_records(base, result_file, slurm_rows):
     if not result:
         return []
     config = result.get("config", {})
-    rec = dict(base, node=config.get("node"), role=config.get("role"), rank=config.get("rank"),
-               versions=result.get("versions"), status=result.get("status"),
-               sharing=config.get("sharing"), threads=config.get("threads"))
+    rec = dict(base, versions=result.get("versions"), status=result.get("status"),
+               sharing=config.get("sharing"), threads=config.get("threads"),
+               **schema.process_keys(*(config.get(k) for k in schema.PROCESS_KEYS)))
     step = result_file.with_name(sacct.STEP_FILE)  # the job step that ran it (Slurm runs)
     if step.is_file():
         rec["slurm_step"] = step.read_text().strip()

@@ -446,7 +446,7 @@ def kill_recorded(records, nodes_by_name):
 
 
 def log_tail(proc, lines=20):
-    text = proc.node.read_text(proc.out_dir + "/log.txt") or ""
+    text = proc.node.read_text(proc.out_dir + "/" + nodefolder.LOG) or ""
     return "\n".join(text.splitlines()[-lines:])
 
 
