@@ -245,15 +245,24 @@ def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=
                                           "per role detection, cleanup, strays, next cell, "
                                           "records lost",
                                 "seed": "--random's seed (default: a new one, printed)",
+                                "campaign": "instead: every role of every system-mode killed "
+                                            "once in training and stopped once before its "
+                                            "first step, in one run; prints per fault when "
+                                            "it was detected and whether the reason named "
+                                            "the role and node",
                                 "results": "results folder [invoke.yaml: results]"})
 @_user_errors
 def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=None,
-                random=None, seed=None):
+                random=None, seed=None, campaign=False):
     """Benchmark: per system-mode, kill node 2's worker mid-cell; print launch-to-first-step,
-    detection, cleanup, strays, and a no-op provisioning re-run. --random N: a campaign of
-    random faults of every role."""
+    detection, cleanup, strays, and a no-op provisioning re-run. --campaign: every role
+    killed and stopped once; --random N: a campaign of random faults of every role."""
     from selfcheck import faults
     o = _options(c, inventory=inventory, stack=stack, results=results)
+    if campaign:
+        from selfcheck import campaign as campaigns
+        campaigns.fixed(o.inventory, o.stack, o.results, systems)
+        return
     if random is not None:
         import secrets
         from selfcheck import campaign

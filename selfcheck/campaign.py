@@ -1,4 +1,9 @@
-"""`invoke fault-bench --random N`: N faults, each a random role (worker, server, scheduler,
+"""`invoke fault-bench --campaign`: a fixed campaign, every role of every system-mode killed
+once in training and stopped once before its first step (FIXED_FAULTS), each a cell of one
+run; printed per fault: the role and node, when it was detected, and whether the cell's
+reason named it. A stopped role must be caught within STOP_GOAL s and named first.
+
+`invoke fault-bench --random N`: N faults, each a random role (worker, server, scheduler,
 ps, chief; drawn among the system-mode's roles, then a process of it) of a random
 system-mode SIGKILLed at a random moment of its cell, on the local or
 the emulated cluster. Each fault is a run of two cells of the same system-mode: the faulted
@@ -16,11 +21,20 @@ from pathlib import Path
 from harness.results import collect
 from harness import commands
 from harness.nodes import inventory, access as nodes_mod
+import dataclasses
+
 from harness.plan import layout, matrix
+from harness.run import hooks
 from contract import nodefolder, runfolder
 from selfcheck.faults import KillWhenTraining, next_cell, run_order, strays
 
 DETECTION_GOAL = 10.0
+STOP_GOAL = 30.0
+# (fault, how): a role killed (SIGKILL, as the OOM killer does) once node 1 trains, and a
+# role's whole process group stopped (SIGSTOP) at the cell's first poll, before it has
+# written any progress: the case only the start-up bound once caught, after minutes
+FIXED_FAULTS = (("kill", dict(signal="KILL", step=1)),
+                ("stop", dict(signal="STOP", step=0, group=True)))
 STEPS = 200  # timed steps of each cell: LeNet-5 trains for seconds, long enough to aim into
 
 
@@ -124,3 +138,65 @@ def print_table(table, faults, seed):
 
 def _pair(a, b):
     return "-" if a is None else "%.1f / %.1f s" % (a, b)
+
+
+def fixed_plan(hosts, systems=None, steps=STEPS):
+    """[(cell, victim node name, role, rank, fault, how)]: each role of each system-mode (its
+    process on the last node it runs on), each fault of FIXED_FAULTS, a smoke cell each; the
+    repeat index keeps their ids apart."""
+    names = ["node%d" % (i + 1) for i in range(hosts)]
+    plan = []
+    for cell in matrix.plan("smoke", hosts, systems=systems, steps=steps):
+        placed = layout.roles(cell, names)
+        for role in dict.fromkeys(r for _, r, _ in placed):
+            node, _, rank = [p for p in placed if p[1] == role][-1]
+            for fault, how in FIXED_FAULTS:
+                plan.append((dataclasses.replace(cell, repeat=len(plan)), node, role, rank,
+                             fault, how))
+    return plan
+
+
+def fixed(inventory_name, stack_name, results, systems=None):
+    """The fixed campaign as one run of bench, its faults injected through the run's hooks;
+    returns the rows printed."""
+    inv = inventory.load(inventory_name)
+    plan = fixed_plan(len(inv.hosts), systems)
+    run_id = "campaign-fixed-%s" % collect.new_run_id()
+    killers = [KillWhenTraining(inv.hosts[0].name, node, cell.id, label="%s-%d" % (role, rank),
+                                **how) for cell, node, role, rank, _, how in plan]
+    commands.bench_named(inventory_name, stack_name, "smoke", results, run=run_id,
+                         steps=STEPS, hooks=[hooks.GivenCells([p[0] for p in plan])] + killers)
+    folder = runfolder.RunFolder(Path(results) / run_id)
+    rows = [fixed_row(folder.status(cell.id), killer, node, role, rank, fault)
+            for (cell, node, role, rank, fault, _), killer in zip(plan, killers)]
+    left = sum(len(p) for p in strays(nodes_mod.connect_all(inv), run_id).values())
+    print_fixed(rows, left)
+    out = Path(results) / ("fault-campaign-fixed-%s.json" % collect.new_run_id())
+    runfolder.write_json(out, {"inventory": inventory_name, "run": run_id, "rows": rows,
+                               "strays": left})
+    print("written to %s" % out)
+    return rows, left
+
+
+def fixed_row(status, killer, node, role, rank, fault):
+    label = "%s/%s-%d" % (node, role, rank)
+    said = status.get("reason") or status.get("warning") or ""
+    detected = status.get("detected")
+    return {"system": status.get("settings", {}).get("system"), "role": role, "node": node,
+            "fault": fault, "injected": killer.killed_at is not None,
+            "phase": killer.victim_phase, "status": status.get("status"), "reason": said,
+            "detection": detected - killer.killed_at if killer.killed_at and detected else None,
+            "named": label in said, "named_first": said.startswith(label) or
+            said.startswith("stalled: " + label)}
+
+
+def print_fixed(rows, left):
+    print("\n%-17s %-10s %-6s %-5s %-9s %9s %-6s %s" % (
+        "system", "role", "node", "fault", "status", "detected", "named", "reason"))
+    for r in rows:
+        print("%-17s %-10s %-6s %-5s %-9s %9s %-6s %s" % (
+            r["system"], r["role"], r["node"], r["fault"], r["status"],
+            "-" if r["detection"] is None else "%.1f s" % r["detection"],
+            "first" if r["named_first"] else ("yes" if r["named"] else "no"),
+            r["reason"][:70]))
+    print("processes left on the nodes: %d" % left)

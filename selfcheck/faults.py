@@ -43,13 +43,16 @@ def progress_of(node, folder):
 
 @dataclass
 class Kill:
-    """When and how KillWhenTraining kills: at `step` (or in `phase`), `delay` s later, with
-    `signal`, the process `label`."""
+    """When and how KillWhenTraining kills: at `step` (0: at the cell's first poll; or in
+    `phase`), `delay` s later, with `signal`, the process `label`."""
     step: int = 2
     phase: str = None
     signal: str = "KILL"
     label: str = "%s-%d" % VICTIM
     delay: float = 0.0
+    # the whole process group the harness started (the role's shell, its trainer, its lease),
+    # by the pid the harness recorded: a role caught before it wrote any progress
+    group: bool = False
 
 
 class KillWhenTraining(hooks.Hook):
@@ -64,7 +67,7 @@ class KillWhenTraining(hooks.Hook):
         self.trigger, self.victim, self.cell_id = trigger, victim, cell_id
         kill = Kill(**how)
         self.step, self.phase, self.signal = kill.step, kill.phase, kill.signal
-        self.label, self.delay = kill.label, kill.delay
+        self.label, self.delay, self.group = kill.label, kill.delay, kill.group
         self.killed_at = self.pid = self.victim_phase = self.due_at = None
 
     def after(self, stage, run, value, cell=None):
@@ -79,13 +82,15 @@ class KillWhenTraining(hooks.Hook):
         if self.due_at is None and self._due(
                 [p.progress or {} for p in processes if p.node.name == self.trigger], progress):
             self.due_at = time.monotonic() + self.delay
-        if self.due_at is not None and time.monotonic() >= self.due_at and \
-                progress.get("pid") and victim.rc is None:
-            self._kill(victim.node, progress)
+        pid = (victim.pid if self.group else progress.get("pid")) if victim else None
+        if self.due_at is not None and time.monotonic() >= self.due_at and pid and \
+                victim.rc is None:
+            self._kill(victim.node, pid, progress)
 
-    def _kill(self, node, progress):
-        if node.run("kill -%s %d" % (self.signal, progress["pid"]), check=False).exited == 0:
-            self.pid, self.killed_at = progress["pid"], time.time()
+    def _kill(self, node, pid, progress):
+        target = "-- -%d" % pid if self.group else "%d" % pid
+        if node.run("kill -%s %s" % (self.signal, target), check=False).exited == 0:
+            self.pid, self.killed_at = pid, time.time()
             self.victim_phase = progress.get("phase")
 
     def _due(self, trigger, victim):

@@ -62,3 +62,29 @@ def provision_bench_collect(inventory_file, system, results):
     invoke("collect", "--inventory", str(inventory_file), "--results", str(results))
     (run,) = [p for p in Path(results).iterdir() if p.is_dir()]
     return run
+
+
+# Under DLBENCH_CI=1 (.ci/run) a skip is a layer that went unproven unseen: only a skip for
+# one of these reasons (the machine's shape, an opt-in of 20 minutes) may pass there; any
+# other fails, its reason kept.
+CI_MAY_SKIP = ("3 nodes share only on <3 CPUs", "no node can own a CPU",
+               "the quotas fit this machine", "DLBENCH_VM_E2E=1")
+
+
+def skip_fails_in_ci(reason, in_ci):
+    """Whether a skip for `reason` is a failure: under DLBENCH_CI, unless CI_MAY_SKIP lists
+    it."""
+    return bool(in_ci) and not any(allowed in reason for allowed in CI_MAY_SKIP)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else \
+            str(report.longrepr)
+        if skip_fails_in_ci(reason, os.environ.get("DLBENCH_CI")):
+            report.outcome = "failed"
+            report.longrepr = ("skipped under DLBENCH_CI=1, which proves every layer: %s "
+                               "(tests/conftest.py CI_MAY_SKIP lists the skips allowed)" % reason)

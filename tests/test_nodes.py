@@ -154,6 +154,42 @@ def test_a_proc_stat_text_gives_the_state_letter_after_any_name():
     assert nodes.alive(nodes.state_letter("1 (init) Z 0")) is False
 
 
+def test_a_role_is_stopped_when_it_or_its_trainer_is_in_state_t():
+    """STATE's text, a line for the role's shell and one per child: the role lives while its
+    shell does; a stopped trainer under a sleeping shell is a stopped role."""
+    proc_files = {"/proc/7/stat": "7 (bash) S 1", "/proc/7/task/7/children": "8 9 ",
+                  "/proc/8/stat": "8 (python) T 7", "/proc/9/stat": "9 (bash) S 7"}
+    text = nodes.tree_state(7, lambda path: proc_files.get(path, ""))
+    assert text == "S\nT\nS"
+    assert nodes.alive(text) and nodes.stopped(text)
+    assert not nodes.stopped("S\nS") and nodes.stopped("T")
+    assert nodes.tree_state(6, lambda path: proc_files.get(path, "")) == ""  # gone
+    assert not nodes.alive("") and not nodes.alive("Z\nS")
+
+
+def test_a_stopped_child_is_seen_on_this_machine_and_through_the_shell(tmp_path):
+    import signal
+    from pathlib import Path
+    shell = subprocess.Popen(["bash", "-c", "sleep 30; true"], start_new_session=True)
+    try:
+        for _ in range(50):
+            text = nodes._stat_state(shell.pid)
+            if len(text.splitlines()) == 2:
+                break
+            time.sleep(0.05)
+        assert len(text.splitlines()) == 2 and not nodes.stopped(text)
+        child = int(Path("/proc/%d/task/%d/children" % (shell.pid, shell.pid)).read_text()
+                    .split()[0])
+        os.kill(child, signal.SIGSTOP)
+        time.sleep(0.2)
+        assert nodes.stopped(nodes._stat_state(shell.pid))
+        command = local_node().run(nodes.STATE.format(pid=shell.pid), check=False).stdout
+        assert nodes.alive(command) and nodes.stopped(command), command
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+
+
 def test_missing_cwd_fails_instead_of_running_elsewhere(tmp_path):
     node = local_node()
     result = node.run("cd %s || exit 97" % (tmp_path / "nope"), check=False)

@@ -12,7 +12,7 @@ from harness.plan.estimate import Basis
 
 
 def proc(label="node2/worker-1", **progress):
-    return SimpleNamespace(label=label, rc=None, progress=progress)
+    return SimpleNamespace(label=label, rc=None, progress=progress, halted=False)
 
 
 def watch_over(process, timeline, bounds=None):
@@ -44,6 +44,28 @@ def test_a_process_whose_progress_file_stands_still_is_stopped_in_every_phase_af
         assert reasons[:2] == ["", ""], phase
         assert reasons[2].startswith("wrote no progress for 20 s (phase %s, %d steps)"
                                      % (phase, step)), reasons
+
+
+def test_a_process_stopped_before_its_first_progress_is_singled_out_within_seconds():
+    """A scheduler stopped (SIGSTOP) before it wrote any progress has no heartbeat to stand
+    still: only the start-up bound (90 s and more) caught it, and its peers waiting on it
+    read "still starting" alike. The state T its polls read names it after HALTED_SECONDS,
+    in any phase; a moment in state T (a debugger's, a shell's) is not a stop."""
+    scheduler, worker = proc("node1/scheduler-0"), proc("node1/worker-0", phase="setup",
+                                                        updated=1.0)
+    watch = stall.StallWatch(stall.Bounds.for_cell(CELL))
+    scheduler.halted = True
+    assert watch.check([scheduler, worker], 0.0) == []
+    scheduler.halted = False  # it went on
+    assert watch.check([scheduler, worker], 3.0) == []
+    scheduler.halted = True
+    assert watch.check([scheduler, worker], 4.0) == []
+    worker.progress = dict(worker.progress, updated=9.0)  # the worker waits, alive
+    (found,) = watch.check([scheduler, worker], 9.1)
+    assert found[0] is scheduler
+    assert found[1] == "is stopped by a signal (state T) for 5 s (phase not begun, 0 steps)"
+    slow = stall.StallWatch(stall.Bounds.for_cell(CELL, slowness=50.0))  # an emulated VM
+    assert slow.check([scheduler], 0.0) == slow.check([scheduler], 200.0) == []
 
 
 def test_a_process_in_start_up_may_hold_its_sampler_three_times_as_long():
@@ -194,6 +216,18 @@ def test_a_process_that_wrote_a_succeeded_result_and_lingers_is_stopped_not_fail
         assert other.rc is None and other.node.killed == []
 
 
+def test_of_the_deaths_one_poll_sees_the_killed_one_is_named_first():
+    """TF-async's chief exits with 1 within a second of its parameter server's SIGKILL: in the
+    same round of polls, the ps's death (137) is the fault, the chief's the messenger."""
+    from harness.run import launch
+    chief, ps = proc("node1/chief-0"), proc("node2/ps-1")
+    chief.rc, ps.rc = 1, 137
+    assert launch.blamed([chief, ps], []) == \
+        "node2/ps-1 exited with 137; node1/chief-0 exited with 1"
+    ps.rc = None  # its shell gone too: no exit code
+    assert launch.blamed([chief, ps], []).startswith("node2/ps-1 died without an exit code")
+
+
 def test_a_failure_after_a_peer_froze_names_the_peer_first():
     """node2's worker stopped (SIGSTOP) at t=10; TensorFlow's heartbeat aborted node1's
     collective 14.8 s later (exit 1). The reason names node2 first, node1 after; a peer still
@@ -213,3 +247,8 @@ def test_a_failure_after_a_peer_froze_names_the_peer_first():
     # a crash with every peer beating is the crashed process's alone
     assert launch.blamed([node1], watch.quiet_peers([node1], 24.8)) == \
         "node1/worker-0 exited with 1"
+    # a peer stopped by a signal is named first, in any phase, start-up too
+    starting.halted = True
+    reason = launch.blamed([node1], watch.quiet_peers([node1, node2, starting], 24.8))
+    assert reason.startswith("node3/worker-2 is stopped by a signal (state T); node2/worker-1 "
+                             "wrote no progress for 15 s before"), reason

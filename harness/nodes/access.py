@@ -18,7 +18,8 @@ import invoke
 from contract.errors import UserError
 from contract import nodefolder
 
-STATE = "ps -o stat= -p %d"  # a process's state; empty when it is gone
+# a role's state, then its children's (its trainer's), a line each; empty when it is gone
+STATE = "ps -o stat= -p {pid}; ps -o stat= --ppid {pid} 2>/dev/null"
 PID_MARK = "dlbench-pid "  # before each started role's pid: a ~/.bashrc may print too
 SFTP_RETRY = 60.0  # s before a connection that refused SFTP is asked again
 
@@ -31,11 +32,27 @@ def _read(path):
 
 
 def _stat_state(pid):
-    """What STATE prints for a local pid, from /proc: its state letter, "" when gone."""
+    """What STATE prints for a local pid, from /proc: its state letter and its children's, a
+    line each; "" when it is gone."""
+    return tree_state(pid, _read_proc)
+
+
+def _read_proc(path):
     try:
-        return state_letter(Path("/proc/%d/stat" % pid).read_text())
+        return Path(path).read_text()
     except OSError:
         return ""
+
+
+def tree_state(pid, read):
+    """A pid's state letter, then its children's, a line each, from read(path) of /proc's
+    files (this machine's, or a node's through SFTP): "" when it is gone."""
+    own = state_letter(read("/proc/%d/stat" % pid))
+    if not own:
+        return ""
+    children = read("/proc/%d/task/%d/children" % (pid, pid)).split()
+    return "\n".join([own] + [state_letter(read("/proc/%s/stat" % child))
+                              for child in children if child.isdigit()])
 
 
 def shortened(command, limit=300):
@@ -66,7 +83,7 @@ def poll_command(out_dir, pid):
     lease (split_poll reads what they print)."""
     return ("cd %s && touch %s && cat %s 2>/dev/null; echo; echo '#ps'; %s; echo '#rc'; "
             "cat %s 2>/dev/null" % (q(out_dir), nodefolder.LEASE, nodefolder.PROGRESS,
-                                    STATE % pid, nodefolder.EXIT_CODE))
+                                    STATE.format(pid=pid), nodefolder.EXIT_CODE))
 
 
 def split_poll(text):
@@ -77,9 +94,15 @@ def split_poll(text):
 
 
 def alive(state_text):
-    """From STATE's output: running, not gone and not a zombie (dead, unreaped)."""
-    state = state_text.strip()
+    """From STATE's output: the role running, not gone and not a zombie (dead, unreaped)."""
+    state = (state_text.strip().splitlines() or [""])[0].strip()
     return bool(state) and not state.startswith("Z")
+
+
+def stopped(state_text):
+    """From STATE's output: the role or its trainer stopped by a signal (SIGSTOP, SIGTSTP:
+    state T), which no progress file can tell before the trainer's first one is written."""
+    return any(line.strip().startswith("T") for line in state_text.splitlines())
 
 q = shlex.quote
 
@@ -177,7 +200,7 @@ class Node:
                                " ".join(folders), done.stderr.strip()[-2000:]))
 
     def is_alive(self, pid):
-        return alive(self.run(STATE % pid, check=False).stdout)
+        return alive(self.run(STATE.format(pid=pid), check=False).stdout)
 
     def group_members(self, pid):
         """Live pids in the session the run started (loader workers included); zombies are
@@ -304,7 +327,7 @@ class SshNode(Node):
         try:
             if sftp is not None and _sftp_touch(sftp, folder + nodefolder.LEASE):
                 return (_sftp_read(sftp, folder + nodefolder.PROGRESS),
-                        state_letter(_sftp_read(sftp, "/proc/%d/stat" % pid)),
+                        tree_state(pid, lambda path: _sftp_read(sftp, path)),
                         _sftp_read(sftp, folder + nodefolder.EXIT_CODE))
         except Exception as exc:  # noqa: BLE001 (paramiko's and the socket's: the link)
             if self._conn is conn:  # not one a later poll made after this one hung

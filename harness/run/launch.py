@@ -78,6 +78,7 @@ class Process:
     killed_hard: list = field(default_factory=list)  # pids that needed a KILL to stop
     lingered: str = ""  # why it was stopped after writing its result (it did not exit)
     stalled: bool = False  # its progress stood still: asked for its stacks before the stop
+    halted: bool = False  # it or its trainer is stopped by a signal (state T), as last polled
 
     @property
     def label(self):
@@ -250,6 +251,7 @@ def poll(proc, slowness=1.0):
         pass  # caught between write and rename on a filesystem without atomic rename
     rc_text = rc_text.strip()
     proc.rc = int(rc_text) if rc_text.lstrip("-").isdigit() else None
+    proc.halted = nodes_mod.stopped(ps_text)
     return nodes_mod.alive(ps_text)
 
 
@@ -325,14 +327,26 @@ def unusable(nodes, fresh=False):
 
 def blamed(failed, quiet):
     """The reason of a failure, the peers that had stopped moving first: a process that fails
-    after a peer froze (its collective aborted) is the messenger, not the fault."""
-    deaths = "; ".join(_death(p) for p in failed)
+    after a peer froze (its collective aborted) is the messenger, not the fault. Of the deaths
+    one poll saw, those by a signal (killed, crashed: no exit code, or 128 + the signal) come
+    first: a peer that exited with an error of its own in the same round (TF-async's chief on
+    its parameter server's death, within a second) had only noticed."""
+    deaths = "; ".join(_death(p) for p in sorted(failed, key=lambda p: not _signalled(p)))
     quiet = [(p, seconds) for p, seconds in quiet if p not in failed]
     if not quiet:
         return deaths
-    return "%s; then %s" % ("; ".join(
-        "%s wrote no progress for %.0f s before (the process stopped, or its host went "
-        "silent)" % (p.label, seconds) for p, seconds in quiet), deaths)
+    return "%s; then %s" % ("; ".join(_silence(p, seconds) for p, seconds in quiet), deaths)
+
+
+def _silence(proc, seconds):
+    if proc.halted:
+        return "%s is stopped by a signal (state T)" % proc.label
+    return "%s wrote no progress for %.0f s before (the process stopped, or its host went " \
+        "silent)" % (proc.label, seconds)
+
+
+def _signalled(proc):
+    return proc.rc is None or proc.rc > 128 or proc.rc < 0
 
 
 def _death(proc):

@@ -5,6 +5,9 @@ phase and the steps done. The watch loop keeps, per process, when that file last
 (the heartbeat) and when its phase or step count last changed (a move), on the controller's
 clock, so that the nodes' clocks do not matter. A process stalls when:
 
+- it, or the trainer it runs, is stopped by a signal (state T: SIGSTOP, SIGTSTP) in the
+  watch loop's polls for HALTED_SECONDS (times the slowness), in any phase: the one sign
+  there is before a process has written its first progress file;
 - its heartbeat stops for FROZEN_SECONDS (times the nodes' slowness in the contention probe,
   where they compute slower than this machine's own: emulated VMs): the whole process is
   stopped (SIGSTOP, a frozen VM, native code holding the interpreter), in any phase; in
@@ -48,6 +51,8 @@ STARTUP_FROZEN_MULTIPLE = 3.0
 # after its peer was stopped, and "node1/worker-0 exited with 1" sent the user to the wrong
 # node. Ten sampler intervals; start-up is left out, as an import can hold the sampler.
 QUIET_PEER_SECONDS = 5.0
+# A state T seen this long (a few polls) is a stop, not a debugger's or a shell's moment
+HALTED_SECONDS = 5.0
 
 
 @dataclass
@@ -100,6 +105,7 @@ class StallWatch:
         self.bounds = bounds
         # label -> [heartbeat, move, heartbeat changed at, moved at, first seen]
         self.seen = {}
+        self.halted_since = {}  # label -> when a poll first found it stopped (state T)
 
     def check(self, processes, now):
         """[(process, why)] for every process that stopped moving, as of `now` (monotonic)."""
@@ -113,17 +119,19 @@ class StallWatch:
         return stalled
 
     def quiet_peers(self, processes, now):
-        """[(process, seconds)] of the running processes, past start-up, whose heartbeat has
-        stood still for QUIET_PEER_SECONDS (x slowness) or more, the quietest first."""
+        """[(process, seconds)] of the running processes stopped by a signal (state T), in any
+        phase, or past start-up with a heartbeat that has stood still for QUIET_PEER_SECONDS
+        (x slowness) or more: the stopped first, then the quietest."""
         floor = QUIET_PEER_SECONDS * self.bounds.slowness
         found = []
         for proc in processes:
             seen = self.seen.get(proc.label)
             phase = (proc.progress or {}).get("phase")
-            if proc.rc is None and seen and phase not in STARTING + ENDED \
-                    and now - seen[2] >= floor:
-                found.append((proc, now - seen[2]))
-        return sorted(found, key=lambda pair: -pair[1])
+            quiet = now - seen[2] if seen else 0.0
+            if proc.rc is None and (proc.halted or (
+                    seen and phase not in STARTING + ENDED and quiet >= floor)):
+                found.append((proc, quiet))
+        return sorted(found, key=lambda pair: (not pair[0].halted, -pair[1]))
 
     def _why(self, proc, now):
         progress = proc.progress or {}
@@ -136,6 +144,10 @@ class StallWatch:
         if seen[1] != move:
             seen[1], seen[3] = move, now
         quiet, still, alive = now - seen[2], now - seen[3], now - seen[4]
+        halted = self._halted(proc, now)
+        if halted:
+            return "is stopped by a signal (state T) for %.0f s (phase %s, %d steps)" % (
+                halted, phase or "not begun", step)
         if phase in ENDED:  # its sampler has stopped: the process is on its way out
             if quiet > EXIT_MULTIPLE * self.bounds.frozen:
                 return "ended (phase %s) but has not exited for %.0f s" % (phase, quiet)
@@ -153,3 +165,12 @@ class StallWatch:
             return "no step for %.0f s after step %d (bound %.0f s)" % (
                 still, step, self.bounds.step)
         return ""
+
+    def _halted(self, proc, now):
+        """Seconds the process has been found stopped (state T), once over HALTED_SECONDS
+        (times the slowness); else 0."""
+        if not proc.halted:
+            self.halted_since.pop(proc.label, None)
+            return 0.0
+        since = now - self.halted_since.setdefault(proc.label, now)
+        return since if since >= HALTED_SECONDS * self.bounds.slowness else 0.0
