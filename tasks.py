@@ -35,6 +35,13 @@ def _options(c, **given):
     return SimpleNamespace(**{k: defaults.get(k) if v is None else v for k, v in given.items()})
 
 
+# --profile, the old name of --size: taken here alone, with a notice ('profile' means the
+# operator profile everywhere else: docs/glossary.md)
+OLD_SIZE = "profile"
+OLD_SIZE_HELP = ("the old name of --size, kept for now ('profile' now means operator profiles "
+                 "only)")
+
+
 def _size(size, profile):
     """--size, or its old name --profile with a notice: one word per concept (docs/glossary.md)."""
     if profile is None:
@@ -42,6 +49,17 @@ def _size(size, profile):
     print("notice: --profile is now --size (a run's size); --profile works for now",
           file=sys.stderr)
     return profile if size is None else size
+
+
+def _command_line(options_type):
+    """(name, default, help) of a task's options: its dataclass's fields that have help, and
+    the old name of --size after --size."""
+    out = []
+    for f in options.on_command_line(options_type):
+        out.append((f.name, f.default, _help(f.metadata["help"])))
+        if f.name == "size":
+            out.append((OLD_SIZE, None, OLD_SIZE_HELP))
+    return out
 
 
 def _user_errors(function):
@@ -82,9 +100,9 @@ def _listed():
                                        in sorted(inventory.GENERATED.items())
                                        if name not in files]),
         benchmarks=",".join(matrix.BENCHMARKS), planted=samemath.PLANTED,
-        profile_steps=", ".join("%s %d" % (name, spec["profile_steps"])
-                                for name, spec in matrix.PROFILES.items()),
-        local_batch=matrix.LOCAL_BATCH, verdict_repeats=matrix.PROFILES["verdict"]["repeats"],
+        profile_steps=", ".join("%s %d" % (name, size.profile_steps)
+                                for name, size in matrix.SIZES.items()),
+        local_batch=matrix.LOCAL_BATCH, verdict_repeats=matrix.SIZES["verdict"].repeats,
         paper_and_today=",".join(matrix.PAPER_AND_TODAY),
         systems=",".join(registry.systems()),
         **{name: matrix.shape(name) for name in ("smoke", "quick", "verdict", "paper")})
@@ -103,17 +121,17 @@ def _options_task(options_type, **task_args):
     reads the signature built here); the body gets them whole, as a dict: function(c, given).
     An option is so declared once, in its dataclass (harness/plan/options.py)."""
     def decorate(function):
-        on_line = options.on_command_line(options_type)
+        on_line = _command_line(options_type)
         parameters = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
-            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
-            for f in on_line]
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+            for name, default, _ in on_line]
 
         @functools.wraps(function)
         def body(c, **given):
             return function(c, given)
         body.__signature__ = inspect.Signature(parameters)
         del body.__wrapped__  # Invoke reads the signature above, not function's
-        return task(help={f.name: _help(f.metadata["help"]) for f in on_line},
+        return task(help={name: text for name, _, text in on_line},
                     **task_args)(_user_errors(body))
     return decorate
 
@@ -123,18 +141,15 @@ def _where(c, given):
     folder taken from invoke.yaml where not given (by _options); where neither --stack nor
     --stacks is given, the stacks of its size (matrix.PAPER_AND_TODAY for those that measure)."""
     out = dict(given)
+    if "size" in out:
+        out["size"] = _size(out["size"], out.pop(OLD_SIZE, None))
     chose_stacks = bool(out.get("stack") or out.get("stacks"))
-    named = {k: out[k] for k in ("inventory", "stack", "results") if k in out}
-    if "size" in out:
-        named["profile"] = _size(out["size"], out.get("profile"))
-    found = vars(_options(c, **named))
-    out.update({k: v for k, v in found.items() if k != "profile"})
-    if "size" in out:
-        out.update(size=found["profile"], profile=None)
+    named = {k: out[k] for k in ("inventory", "stack", "results", "size") if k in out}
+    out.update(vars(_options(c, **named)))
     if "stacks" in out and not chose_stacks:
         from harness.plan import matrix
-        out["stacks"] = ",".join(matrix.PROFILES.get(out.get("size"), {}).get("stacks") or
-                                 ()) or None
+        size = matrix.SIZES.get(out.get("size"))
+        out["stacks"] = ",".join(size.stacks if size else ()) or None
     return out
 
 
@@ -394,7 +409,7 @@ def explain(c, given):
     """Each claim's gap taken apart, one factor at a time (registry/factors.yml): runs the
     settings it needs and writes results/explain-<id>/ (table, waterfalls, sentences)."""
     from harness import commands, ladder_run
-    size = _size(given.pop("size"), given.pop("profile")) or "quick"  # not invoke.yaml's
+    size = _size(given.pop("size"), given.pop(OLD_SIZE)) or "quick"  # not invoke.yaml's
     o = options.ExplainOptions(size=size, **_where(c, given))
     o.repeats = check_positive("repeats", o.repeats)
     found = ladder_run.run(o)

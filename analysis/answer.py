@@ -57,7 +57,7 @@ def run_line(manifest, bed, minutes):
                          for name, v in sorted(bed["versions"].items()))
     return ("**What was run:** the %s size, %d system-mode(s) x %s, %d repeat(s), on %d "
             "%s node(s) of %s thread(s); %s (stack %s); %s data; the cells took %s." % (
-                manifest.get("profile"), len(systems), ", ".join(benchmarks) or "no benchmark",
+                manifest.get("size"), len(systems), ", ".join(benchmarks) or "no benchmark",
                 repeats, len(hosts), (manifest.get("inventory") or {}).get("name", "?"),
                 "/".join(map(str, threads)) or "?", versions,
                 (manifest.get("stack") or {}).get("name"), "/".join(bed["data"]) or "?",

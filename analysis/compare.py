@@ -92,7 +92,7 @@ def _setup_facts(run):
             ", ".join(m["nodes"]), m["logical_cpus"], m["threads"]) for m in bed["machines"]),
         "nodes share cores": bed["shares_cores"],
         "link": bed["link"]["text"],
-        "profile": manifest.get("profile"),
+        "size": manifest.get("size"),
         "data": "/".join(bed["data"]),
         "steps": ", ".join("%d x %d" % (s["epochs"], s["steps_per_epoch"])
                            for s in bed["steps"]["run"]),
@@ -415,7 +415,7 @@ def setup_blocks(a, b):
                              for k, va, vb in found])]
     else:
         blocks.append(("p", "The runs differ only in their stack: same inventory, nodes, "
-                            "link, profile, data, steps, benchmarks and system-modes."))
+                            "link, size, data, steps, benchmarks and system-modes."))
     shared = [l for l, run in ((la, a), (lb, b)) if run["bed"]["shares_cores"]]
     if shared:
         blocks.append(("p", "Nodes share cores under %s: the frameworks' times check the "

@@ -234,7 +234,7 @@ def evidence(manifest, sides):
     cells of one repeat whose run-to-run variation nothing measured (each stack's report
     says each in full)."""
     notes = []
-    if manifest.get("profile") == "smoke":
+    if manifest.get("size") == "smoke":
         notes.append(" **The smoke size checks the machinery; it is not a measurement.**")
     if any(answer.indicative(side["groups"]) for side in sides):
         notes.append(" **Verdicts indicative:** run-to-run variation was not measured "
@@ -300,7 +300,7 @@ def run_line(manifest, sides, spent):
     return ("**What was run:** the %s size, %d system-mode(s) x %d benchmark(s), %d repeat(s), "
             "on %d %s node(s); every cell under each of %d stacks, the stack a factor of every "
             "random block; the cells took %s." % (
-                manifest.get("profile"), len(systems), len(benchmarks), repeats, len(hosts),
+                manifest.get("size"), len(systems), len(benchmarks), repeats, len(hosts),
                 (manifest.get("inventory") or {}).get("name", "?"), len(sides),
                 ", ".join(shares)))
 

@@ -42,7 +42,7 @@ def build_stack(run_path, manifest, records, out, quiet=False):
     out.mkdir(exist_ok=True)
     cells = tidy.cell_table(records)
     groups = tidy.group_table(cells, variation.newest(
-        run_path, manifest.get("profile"), variation.cpus_of(manifest),
+        run_path, manifest.get("size"), variation.cpus_of(manifest),
         dict(zip(cells.benchmark, cells.steps_per_epoch))))
     records.to_csv(out / "records.csv", index=False)
     cells.to_csv(out / "cells.csv", index=False)
@@ -78,12 +78,12 @@ def sections(run_path, out, manifest, records, cells, groups, summary):
     spent, moved = _minutes(cells_seconds(run_path, ids)), explain.moves(run_path)
     profile = operator_profile(records, cells, bed)
     first, method, summary["verdicts"] = claims_section(
-        main, bed, moved, manifest.get("profile"),
+        main, bed, moved, manifest.get("size"),
         lambda rows, caveats: figure(figures.claims_forest(rows, out / "claims", caveats)),
         lambda rows, common, forest, notes: answer.blocks(rows, common, manifest, bed, spent,
                                                           forest, notes, profile[2]))
     blocks = [("h1", "Reproduction report: run %s" % manifest.get("run_id"))] + first
-    blocks += provenance(manifest, time_line(run_path, groups, manifest.get("profile"), ids))
+    blocks += provenance(manifest, time_line(run_path, groups, manifest.get("size"), ids))
     blocks += setup_text.setup_section(bed)
     blocks += method
     summary["layout"] = bed["layout"]
@@ -228,12 +228,12 @@ def judged(row):
                                               "partial")
 
 
-def evidence_notes(rows, groups, profile):
+def evidence_notes(rows, groups, size):
     """What the verdicts rest on: the smoke size checks the machinery; one repeat leaves
     run-to-run variation unmeasured; n claims on a 95% interval each. (notes, stamp for each
     verdict)."""
     notes, stamp = [], answer.indicative(groups)
-    if profile == "smoke":
+    if size == "smoke":
         notes.append("**The smoke size checks the machinery; it is not a measurement.** "
                      "A dozen steps per cell: the verdicts below show that every part runs "
                      "and is judged, not what the frameworks do (`--size verdict`).")
@@ -266,14 +266,14 @@ def _usable_repeats(groups):
     return groups.succeeded[groups.succeeded > 0] if len(groups) else groups.iloc[0:0]
 
 
-def claims_section(groups, bed, moved=None, profile=None, forest=None, first=None):
+def claims_section(groups, bed, moved=None, size=None, forest=None, first=None):
     """The claims: (first-screen blocks, the method's blocks, tally). forest(rows, caveats):
     the claims' figure; first(rows, common deviations, forest block, the notes' headlines):
     the first screen's lead (answer.blocks) before the table."""
     rows = claims.evaluate(groups, testbed=bed)
-    notes, stamp = evidence_notes(rows, groups, profile)
+    notes, stamp = evidence_notes(rows, groups, size)
     caveats = ", ".join(c for c in (
-        "smoke: a check of the machinery" if profile == "smoke" else "",
+        "smoke: a check of the machinery" if size == "smoke" else "",
         "nodes share cores: not comparable" if bed.get("shares_cores") else "",
         stamp.strip(", ")) if c)
     figures.stamp(caveats)  # every later figure says what the forest's title says
@@ -643,29 +643,29 @@ def code_line(manifest):
         here[:12], ", ".join(d[:12] for d in ran))
 
 
-def time_line(run_path, groups, profile, ids=None):
+def time_line(run_path, groups, size, ids=None):
     """What the run's cells cost against the paper's length, in every report: the verdict
-    profile's budget (docs/methodology.md, "The verdict size") counts each setting's paper-scale
+    size's budget (docs/methodology.md, "The verdict size") counts each setting's paper-scale
     time once, not once per repeat. ids: the cells counted (None: all)."""
     spent, launches = cells_seconds(run_path, ids), len(_statuses(run_path, ids))
     line = ("time: the cells took %s in %d launch(es), attempts set aside included (the "
             "contention probe and provisioning not counted)" % (_minutes(spent), launches))
     paper = groups.execution_seconds.dropna() if len(groups) else groups
-    if profile == "paper" or not len(paper) or not spent:
+    if size == "paper" or not len(paper) or not spent:
         return line
     share = spent / paper.sum()
     line += ("; the same %d setting(s) at the paper's length: %s projected (each setting's "
              "paper-scale time once, the mean of its repeats), so this run took %.1f%% of it%s"
-             % (len(paper), _minutes(paper.sum()), 100 * share, _goal(share, profile)))
+             % (len(paper), _minutes(paper.sum()), 100 * share, _goal(share, size)))
     if share > 0.5:  # LeNet-5: start-up and the launches weigh more than the steps
         line += "; at that share, `--size paper` would measure the paper's length itself"
     return line
 
 
-def _goal(share, profile):
+def _goal(share, size):
     """The verdict size's budget beside its share, and whether the run kept to it (rounded as
     the share is shown)."""
-    if profile != "verdict":
+    if size != "verdict":
         return ""
     return " (the verdict size's goal: 5%%, %s)" % (
         "within it" if round(100 * share, 1) <= 5 else "over it")
@@ -700,7 +700,7 @@ def provenance(manifest, time_text=None):
     hosts = manifest.get("inventory", {}).get("hosts", [])
     facts = manifest.get("host_facts") or {}
     lines = ["- command: `%s`" % manifest.get("command", "?"),
-             "- size: %s; stack: %s" % (manifest.get("profile"),
+             "- size: %s; stack: %s" % (manifest.get("size"),
                                           manifest.get("stack", {}).get("name")),
              "- git commit: %s%s" % (manifest.get("git", {}).get("commit"),
                                     " (uncommitted changes)" if manifest.get("git", {}).get(

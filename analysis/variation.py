@@ -1,6 +1,6 @@
 """Run-to-run variation measured elsewhere, for a run that could not measure its own (one
 repeat per cell): the newest `invoke interval-check` beside the run, on the same CPU, that
-measured the run's profile on its benchmarks. Without one the report says plainly
+measured the run's size on its benchmarks. Without one the report says plainly
 that run-to-run variation was not measured."""
 import json
 from pathlib import Path
@@ -8,14 +8,14 @@ from pathlib import Path
 from contract import runfolder
 
 CALIBRATION_FILE = runfolder.CALIBRATION
-PROFILES = ("paper", "verdict")  # the profiles a calibration measures
+SIZES = ("paper", "verdict")  # the sizes a calibration measures
 
 
-def newest(run_path, profile, cpus, steps):
+def newest(run_path, size, cpus, steps):
     """{benchmark: {s, df, source}} from the newest calibration folder beside the run (its
-    name sorts by time) whose CPU models are the run's, for `profile`, measured with the
+    name sorts by time) whose CPU models are the run's, for `size`, measured with the
     run's steps an epoch (steps: {benchmark: steps_per_epoch}); {} where none."""
-    if profile not in PROFILES:
+    if size not in SIZES:
         return {}
     folders = sorted(Path(run_path).resolve().parent.glob("calibration-*"), reverse=True)
     for folder in folders:
@@ -23,22 +23,22 @@ def newest(run_path, profile, cpus, steps):
         if not found or sorted(found.get("cpu") or []) != sorted(cpus):
             continue
         measured = {b: dict(v, source="%s (%s size, %s steps an epoch, %d df)" % (
-                        folder.name, profile, steps.get(b), v["df"]))
-                    for b, v in (found.get("variation") or {}).get(profile, {}).items()
+                        folder.name, size, steps.get(b), v["df"]))
+                    for b, v in (found.get("variation") or {}).get(size, {}).items()
                     if v.get("s") is not None and v.get("df")
-                    and _same_shape(profile, v, steps.get(b))}
+                    and _same_shape(size, v, steps.get(b))}
         if measured:
             return measured
     return {}
 
 
-def _same_shape(profile, measured, steps):
+def _same_shape(size, measured, steps):
     """A variation applies to runs of its own steps an epoch: 2 x 64 steps vary less than 2 x
     16 (docs/methodology.md). Calibrations from before steps were recorded name none: the
     paper size's steps have never changed (Table IV), the verdict size's have."""
     if "steps_per_epoch" in measured:
         return measured["steps_per_epoch"] == steps
-    return profile == "paper"
+    return size == "paper"
 
 
 def _read(path):

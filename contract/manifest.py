@@ -4,8 +4,9 @@ analysis reads, in one place, with its format version. RunFolder.write_manifest 
 that is not here; tests/test_contract.py checks that every key the package reads is.
 Python 3.6: a plain dict of key -> meaning."""
 
-FORMAT = 2  # results_format: bump when the layout of results/<run-id>/ changes incompatibly
-READABLE = (1, 2)  # format 1 had one stack a run: read through upgraded()
+FORMAT = 3  # results_format: bump when the layout of results/<run-id>/ changes incompatibly
+# format 1 had one stack a run, formats 1-2 the size as `profile`: read through upgraded()
+READABLE = (1, 2, 3)
 
 KEYS = {
     # at the run's start (collect.start_manifest)
@@ -17,7 +18,7 @@ KEYS = {
     "inventory": "name, path, hosts (public fields), layout, hosts left out",
     "stacks": "the run's stacks in order, each its name, Python and the packages declared "
               "per framework (a cell names its own where there are several)",
-    "profile": "the run's size (smoke, quick, verdict, paper, math)",
+    "size": "the run's size (smoke, quick, verdict, paper, math)",
     "cells": "every cell's settings, id, config hash and link rate",
     "systems": "what the analysis needs of each system-mode, as the run knew it",
     "started": "when the run started (epoch s)",
@@ -38,6 +39,7 @@ KEYS = {
     # written by older versions only, still read
     "network": "older runs: the emulated cluster's link (rate_mbit)",
     "stack": "format 1: the run's one stack (upgraded() reads it as stacks)",
+    "profile": "formats 1-2: the run's size (upgraded() reads it as size)",
 }
 
 
@@ -51,12 +53,17 @@ def check(manifest, source="manifest.json"):
 
 
 def upgraded(manifest):
-    """A manifest of any readable format in this format's shape: format 1's one `stack`
-    becomes `stacks`, and its `installed`, `same_math`, `kernels` and `setup` are that
-    stack's."""
-    if "stack" not in manifest:
+    """A manifest of any readable format in this format's shape: formats 1-2's `profile` is
+    its `size`; format 1's one `stack` becomes `stacks`, and its `installed`, `same_math`,
+    `kernels` and `setup` are that stack's."""
+    if "stack" not in manifest and "profile" not in manifest:
         return manifest
     out = dict(manifest)
+    if "profile" in out:
+        out["size"] = out.pop("profile")
+    out["results_format"] = FORMAT
+    if "stack" not in out:
+        return out
     stack = out.pop("stack") or {}
     name = stack.get("name")
     out["stacks"] = [stack]

@@ -24,7 +24,7 @@ METRICS = dict(
        ("wall_step", "s/step"), ("peak_rss_mb", "MB"), ("peak_own_rss_mb", "MB"),
        ("parameters", "count"), ("measured_steps", "steps"), ("warmup_steps", "steps"),
        ("step_samples", "steps"),  # value: how many; `samples`: the measured steps' times
-       ("stop_halfwidth", "relative"),  # the verdict profile's stop; `stopped_by`: why
+       ("stop_halfwidth", "relative"),  # the verdict size's stop; `stopped_by`: why
        ("net_bytes_sent_per_step", "B"),
        ("profiled_step", "s/step"), ("operator", "s/step"),  # `op_path`, `calls`: which op
        ("slurm_elapsed_s", "s"), ("slurm_cpu_s", "s"), ("slurm_max_rss_mb", "MB")])  # sacct

@@ -29,7 +29,7 @@ KEYS = {
     "startup_seconds": "process start to the end of the first step",
     "execution_seconds": "process start to the end of the loop",
     "stopped_by": "fixed, precision or ceiling: what ended the loop",
-    "halfwidth": "the verdict profile's relative half-width at the stop",
+    "halfwidth": "the verdict size's relative half-width at the stop",
     "calibration": "the per-phase calibration passes (bench/common/breakdown.py)",
     "parameters": "the model's parameter count",
     "net_bytes_sent": "bytes the node sent during the loop", "net_bytes_recv": "and received",

@@ -2,7 +2,7 @@
 then take each claim apart (analysis/explain.py).
 
 Cells live in one run per stack, results/explain-runs/<stack>-<layout>/, which every explain
-on the same inventory, node count and profile shares: a cell measured by an earlier explain
+on the same inventory, node count and size shares: a cell measured by an earlier explain
 (same id: same settings, the factor's variables included) is kept, not run again. Repeats are
 interleaved: round k runs repeat k of every setting, stack after stack, so a drifting machine
 hits every rung alike. A cell that fails in round 0 runs once more; a setting whose cell
@@ -52,9 +52,9 @@ def chosen_claims(claim_ids, benchmarks):
 
 
 class Plan:
-    def __init__(self, inv, default_stack, profile, benchmarks, claim_ids, factor_names,
+    def __init__(self, inv, default_stack, size, benchmarks, claim_ids, factor_names,
                  repeats):
-        self.inv, self.profile, self.repeats = inv, profile, repeats
+        self.inv, self.size, self.repeats = inv, size, repeats
         self.default_stack = default_stack
         self.benchmarks = [b.strip() for b in benchmarks.split(",") if b.strip()]
         self.claims = chosen_claims(claim_ids, self.benchmarks)
@@ -81,7 +81,7 @@ class Plan:
     def cells_of(self, setting):
         """(stack, cells) of a setting: the claims' benchmarks x system-modes, every repeat."""
         benchmarks = sorted({b for _, bs in self.claims for b in bs})
-        return ladder.cells(setting, self.factors, self.default_stack, self.profile,
+        return ladder.cells(setting, self.factors, self.default_stack, self.size,
                             len(self.inv.hosts), benchmarks, self.systems, self.repeats)
 
     def by_stack(self):
@@ -95,7 +95,7 @@ class Plan:
         return {stack: list(cells.values()) for stack, cells in out.items()}
 
     def run_id(self, stack):
-        layout = "%s|%d|%s" % (self.inv.name, len(self.inv.hosts), self.profile)
+        layout = "%s|%d|%s" % (self.inv.name, len(self.inv.hosts), self.size)
         return "%s-%s" % (stack, hashlib.sha1(layout.encode()).hexdigest()[:6])
 
 
@@ -131,7 +131,7 @@ def write_plan(plan, runs, out):
                          "cells": [{"id": c.id, "framework": c.framework} for c in cells]})
     out.mkdir(parents=True, exist_ok=True)
     runfolder.write_json(out / PLAN, {
-        "inventory": plan.inv.name, "profile": plan.profile, "repeats": plan.repeats,
+        "inventory": plan.inv.name, "size": plan.size, "repeats": plan.repeats,
         "runs": os.path.relpath(str(runs), str(out)), "factors": plan.factors,
         "left_out": plan.left_out, "not_measurable": plan.not_measurable,
         "claims": plan.claims, "base": plan.base.levels, "end": plan.end.levels,
@@ -178,9 +178,9 @@ def check_stacks(plan, inv):
             preflight.check(nodes, stacks.load(stack), cells, inv)
         except UserError as error:
             raise UserError("stack %s is not ready for the ladder: %s" % (stack, error.cause),
-                            "invoke provision --inventory %s --stack %s --profile %s, then "
+                            "invoke provision --inventory %s --stack %s --size %s, then "
                             "invoke explain again (what ran is kept)" % (inv.name, stack,
-                                                                         plan.profile))
+                                                                         plan.size))
 
 
 class Round(hooks.GivenCells):
@@ -203,11 +203,11 @@ def run_round(plan, inventory_name, runs, round_):
         path = runs / plan.run_id(stack)
         if RunFolder(path).exists():
             add_cells(path, cells)
-            commands.bench_named(inventory_name, stack, plan.profile, str(runs),
+            commands.bench_named(inventory_name, stack, plan.size, str(runs),
                                  run=path.name, repeats=None, hooks=[Round(round_)])
         else:
             links = sorted({c.link for c in cells if c.link})
-            commands.bench_named(inventory_name, stack, plan.profile, str(runs), run=path.name,
+            commands.bench_named(inventory_name, stack, plan.size, str(runs), run=path.name,
                                  network=",".join(links) or None, hooks=[Round(round_, cells)])
 
 
@@ -234,7 +234,7 @@ def fall_back(plan, inventory_name, runs):
         path = runs / plan.run_id(stack)
         first = [c for c in cells if c.repeat == 0 and not RunFolder(path).attempts(c.id)]
         if failures(path, first):  # each failed cell is retried once, not at every explain
-            commands.bench_named(inventory_name, stack, plan.profile, str(runs), run=path.name,
+            commands.bench_named(inventory_name, stack, plan.size, str(runs), run=path.name,
                                  repeats=None, retry_failed=True, hooks=[Round(0)])
     for setting in plan.settings():
         stack, cells = plan.cells_of(setting)

@@ -319,10 +319,10 @@ def steps_of(paths):
 
 def variation_lines(found):
     lines = ["Run-to-run variation (s of log execution time, pooled over system-modes):"]
-    for profile, per in found.items():
+    for size, per in found.items():
         for benchmark, v in per.items():
-            lines.append("- %s profile, %s: %s" % (
-                profile, benchmark, "s = %.4f (%.1f%%), %d degrees of freedom" % (
+            lines.append("- %s size, %s: %s" % (
+                size, benchmark, "s = %.4f (%.1f%%), %d degrees of freedom" % (
                     v["s"], 100 * v["s"], v["df"]) if v["s"] is not None else "not measured"))
     return lines
 

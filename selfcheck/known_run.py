@@ -76,7 +76,7 @@ def write_run(path, cells, run_id="fixture", memory_rows=0, planned=None, manife
     stacks = {"stacks": [{"name": s} for s in dict.fromkeys(c["stack"] for c in cells)]} \
         if not {"stacks", "stack"} & set(manifest or {}) else {}
     RunFolder(run).write_manifest(dict({
-        "run_id": run_id, "results_format": manifests.FORMAT, "profile": "fixture",
+        "run_id": run_id, "results_format": manifests.FORMAT, "size": "fixture",
         "command": "fixture", "cells": manifest_cells, "git": {"commit": "fixture"},
         "inventory": {"name": "fixture", "hosts": [
             {"name": "node%d" % i, "address": "10.0.0.%d" % i, "vcpus": 4} for i in (1, 2, 3)]},

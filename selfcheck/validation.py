@@ -3,7 +3,7 @@ at the paper's full length (10 x 396 steps) in every system-mode, against the ve
 projection of the same cell. A benchmark that prints figures: nothing here asserts them.
 
 Per system-mode, three runs back to back: the verdict size, the full run, the verdict
-profile again, so that both projections bracket the full run in time (a shared machine's
+size again, so that both projections bracket the full run in time (a shared machine's
 speed moves between runs). Three errors per system-mode separate what goes wrong:
 - before / after: each verdict run's projection against the full run's measurement;
 - in-run: the projection made from the full run's own first steps, cut to as many as the
@@ -38,8 +38,8 @@ def run(inventory_name, stack_name, results, systems=None, data="synthetic",
     chosen = systems.split(",") if systems else list(matrix.SYSTEMS)
     runs = {}
     for system in chosen:
-        for name, profile in ORDER:
-            outcome = commands.bench_named(inventory_name, stack_name, profile, out,
+        for name, size in ORDER:
+            outcome = commands.bench_named(inventory_name, stack_name, size, out,
                                      run="%s-%s" % (name, system), benchmarks=benchmark,
                                      systems=system, data=data, profile_steps=0)
             runs.setdefault(system, {})[name] = str(outcome["path"])

@@ -518,7 +518,7 @@ def test_builds_of_the_papers_releases_are_not_version_deviations():
 
 
 def test_a_run_with_later_epochs_projects_each_epoch_at_its_own_rate(tmp_path):
-    """The verdict profile: the first epoch's steps at 0.2 s (uncached input), the later at
+    """The verdict size: the first epoch's steps at 0.2 s (uncached input), the later at
     0.1 s. Paper scale: start-up 5 s + 395 x 0.2 + 9 x 396 x 0.1 = 440.4 s, where one rate for
     every step (their mean, 0.1333 s) would give 5 + 3,959 x 0.1333 = 532.9 s."""
     samples = [0.2] * 20 + [0.1] * 40
@@ -853,7 +853,7 @@ def test_the_execution_table_shows_the_median_and_what_was_cut(tmp_path):
 
 def test_outliers_are_judged_within_their_epoch_and_a_short_first_epoch_is_searched():
     """An uncached first epoch 6x slower than the later ones is not an outlier of the run; the
-    verdict profile's first epoch, 15 measured steps, is enough for MSER-5 (3 batches)."""
+    verdict size's first epoch, 15 measured steps, is enough for MSER-5 (3 batches)."""
     first = [0.9] * 5 + [0.6] * 10
     samples, epochs, kept = tidy.cleaned(first + [0.1] * 20, [0] * 15 + [1] * 20)
     assert kept == {"truncated": 5, "outliers": 0} and epochs.count(0) == 10
@@ -1321,7 +1321,7 @@ def test_the_report_says_which_bench_code_ran():
 
 
 def test_the_report_sets_the_runs_time_against_the_papers_length_once_per_setting(tmp_path):
-    """The verdict profile's budget: each setting's paper-scale time counts once (the mean of
+    """The verdict size's budget: each setting's paper-scale time counts once (the mean of
     its repeats), not once per repeat, which once made a 20% run read 6.5%; attempts set aside
     cost time too."""
     for cell, seconds in (("a_r0", 10.0), ("a_r1", 14.0), ("b_r0", 6.0),

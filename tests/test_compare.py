@@ -81,10 +81,10 @@ def test_runs_that_differ_in_more_than_the_stack_are_named(tmp_path):
     old = run(tmp_path, "old", "paper-py39", PAPER_ERA, 2.65)
     new = run(tmp_path, "new", "current", TODAY, 2.65, profile="quick")
     found = compare.build(old, new, tmp_path / "cmp", quiet=True)
-    assert found["differences"] == [("profile", "fixture", "quick")]
+    assert found["differences"] == [("size", "fixture", "quick")]
     text = (tmp_path / "cmp" / "report.md").read_text()
     assert "**Warning**: the runs differ in more than the stack" in text
-    assert "profile: fixture under paper-py39, quick under current" in text
+    assert "size: fixture under paper-py39, quick under current" in text
 
 
 def test_shared_cores_are_not_judged_and_intervals_still_shown(tmp_path):

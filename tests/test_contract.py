@@ -45,3 +45,29 @@ def test_every_manifest_key_the_package_reads_or_writes_is_in_the_contract(tmp_p
     assert len(read) >= 20 and read <= set(manifest.KEYS), sorted(read - set(manifest.KEYS))
     with pytest.raises(ValueError, match="unknown key.*colour"):
         RunFolder(tmp_path / "r").write_manifest({"run_id": "r", "colour": "red"})
+
+
+def test_one_reader_gives_every_format_s_manifest_the_size_as_size(tmp_path):
+    """Format 3 writes the run's size as `size` ('profile' is the operator profile's word);
+    a manifest of formats 1 and 2 said `profile`, and RunFolder.manifest reads it as `size`,
+    format 1's one stack as `stacks` too. Written back, it is format 3."""
+    from contract import manifest as manifests
+    from contract.runfolder import RunFolder
+    two = {"results_format": 2, "run_id": "r", "profile": "verdict",
+           "stacks": [{"name": "current"}]}
+    one = {"results_format": 1, "run_id": "r", "profile": "smoke", "stack": {"name": "x"},
+           "installed": {"node1": {}}}
+    assert manifests.upgraded(two) == {"results_format": 3, "run_id": "r", "size": "verdict",
+                                       "stacks": [{"name": "current"}]}
+    upgraded = manifests.upgraded(one)
+    assert upgraded["size"] == "smoke" and "profile" not in upgraded
+    assert upgraded["stacks"] == [{"name": "x"}] and upgraded["installed"] == {"x": {"node1": {}}}
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps(two))
+    folder = RunFolder(run)
+    assert folder.manifest()["size"] == "verdict"
+    folder.write_manifest(folder.manifest())
+    assert json.loads((run / "manifest.json").read_text())["results_format"] == manifests.FORMAT
+    now = {"results_format": 3, "size": "paper"}
+    assert manifests.upgraded(now) is now

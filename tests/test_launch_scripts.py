@@ -93,7 +93,7 @@ def test_unknown_names_are_clear():
         matrix.plan("smoke", 3, benchmarks="lenet7")
     with pytest.raises(UserError, match="unknown system 'caffe-sync'"):
         matrix.plan("smoke", 3, systems="caffe-sync")
-    with pytest.raises(UserError, match="unknown profile"):
+    with pytest.raises(UserError, match="unknown size"):
         matrix.plan("huge", 3)
 
 
@@ -304,7 +304,7 @@ def test_the_verdict_profile_runs_three_repeats_as_randomized_blocks():
 
 
 def test_the_profiles_steps_in_the_docs_are_the_profiles_own():
-    """The README and docs/ state the verdict profile's shape by hand: a change
+    """The README and docs/ state the verdict size's shape by hand: a change
     of its steps or repeats that leaves them behind fails here."""
     assert matrix.shape("verdict") == \
         "3 independent repeats of 2 x 16 steps each, 2 x 64 for LeNet-5"
@@ -340,7 +340,7 @@ def test_slow_nodes_are_sampled_less_often():
         {(0, 0)}
     ordinary = render_local(cell)
     assert {p.config["calibration_steps"] for p in ordinary} == {10}
-    # the verdict profile's repeats calibrate 5 passes each (15 over its 3 repeats)
+    # the verdict size's repeats calibrate 5 passes each (15 over its 3 repeats)
     verdict = matrix.plan("verdict", 3, systems="mxnet-sync", benchmarks="lenet5-cifar10")[0]
     assert {p.config["calibration_steps"] for p in render_local(verdict)} == {5}
     assert verdict.profile_steps == 5

@@ -97,7 +97,7 @@ def test_a_rendezvous_is_node_ones_address_and_port():
 def test_the_agree_channel_serves_verdict_votes_and_tensorflow_syncs_barriers():
     """tensorflow-sync's barriers use the channel in every profile (a TensorFlow all-reduce as
     the last barrier let a worker leave while its peer still read from it); the other modes
-    only vote, in the verdict profile; the asynchronous modes never wait for each other."""
+    only vote, in the verdict size; the asynchronous modes never wait for each other."""
     def address(profile, system):
         return layout.agree_address(matrix.plan(profile, 3, systems=system)[0], NODES)
     assert address("smoke", "tensorflow-sync") == "10.0.0.1:29502"
@@ -145,8 +145,8 @@ def test_the_help_texts_list_what_the_repository_holds():
         assert inventory.stem in flat, inventory.stem
     for benchmark in matrix.BENCHMARKS:
         assert benchmark in flat, benchmark
-    for name, spec in matrix.PROFILES.items():
-        assert "%s %d" % (name, spec["profile_steps"]) in flat, name
+    for name, size in matrix.SIZES.items():
+        assert "%s %d" % (name, size.profile_steps) in flat, name
 
 
 def test_the_firewall_table_in_the_docs_is_the_registrys():

@@ -1,4 +1,4 @@
-"""The verdict profile's stop rule (bench/common/loop.py, precision.py, agree.py): a loop stops
+"""The verdict size's stop rule (bench/common/loop.py, precision.py, agree.py): a loop stops
 between its floor and ceiling once the mean step of the later epochs is known to +-2%, and
 the workers of a synchronous mode stop at the same step."""
 import math
@@ -65,7 +65,7 @@ def test_fixed_profiles_keep_their_step_count():
 
 
 def test_a_floor_as_high_as_the_ceiling_is_a_fixed_length():
-    """The verdict profile: 2 epochs of 16 steps, no room to stop earlier or
+    """The verdict size: 2 epochs of 16 steps, no room to stop earlier or
     later; the run says `fixed`, not that it reached a ceiling."""
     noise = random.Random(3)
     result = run_loop(lambda i: 0.1 * (1 + noise.choice([-0.5, 0.5])), max_epochs=2,

@@ -21,7 +21,7 @@ def full_run(tmp_path):
 
 
 def verdict_run(tmp_path):
-    """The verdict profile's older shape (one run of up to 4 x 40 steps, 5 of them
+    """The verdict size's older shape (one run of up to 4 x 40 steps, 5 of them
     warm-up): 35 first-epoch samples, 120 later ones."""
     cell = known_run.cell(BENCH, SYSTEM, 9.0, startup=5.0, steps=40, epochs=4,
                           samples=[0.02] * 35 + [0.01] * 120,

@@ -1,6 +1,6 @@
 """One decision for every worker of a synchronous system-mode: whether to stop timing.
 
-In the verdict profile each worker judges from its own steps whether the mean step is known
+In the verdict size each worker judges from its own steps whether the mean step is known
 well enough (bench/common/loop.py), but the workers of a synchronous mode must stop at the same
 step, or the others wait in a collective forever. At each check every worker sends its vote to
 worker 0, which answers all: stop only when every worker voted to stop. A plain TCP exchange of

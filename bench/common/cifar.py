@@ -40,7 +40,7 @@ def check_enough(config, images):
 def load(path, label_bytes, input_size, limit=0):
     """The shard, resized once to input_size (a multiple of 32) by pixel repetition: every
     framework sees the same pixels (AlexNet: 64x64, Table IV). limit > 0: its first `limit`
-    images only (the verdict profile's subset, so that an epoch is short)."""
+    images only (the verdict size's subset, so that an epoch is short)."""
     labels, images = read_shard(path, label_bytes)
     if limit:
         labels, images = labels[:limit], images[:limit]

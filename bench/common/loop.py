@@ -11,7 +11,7 @@ from .timer import StepTimer
 
 
 def timed_steps(config, sampler, epoch_batches, train_step):
-    """Run epochs x steps_per_epoch steps (the verdict profile: until the mean step is known
+    """Run epochs x steps_per_epoch steps (the verdict size: until the mean step is known
     well enough, see StopRule).
 
     epoch_batches(epoch) -> an iterator of batches for that epoch;
@@ -81,7 +81,7 @@ def _summary(config, rule, timer, sampler, before, measured_wall, first_step_end
 
 class StopRule(object):
     """When the timed loop stops. Fixed (every profile but verdict): after epochs x
-    steps_per_epoch steps. Adaptive (config precision > 0, the verdict profile): not before
+    steps_per_epoch steps. Adaptive (config precision > 0, the verdict size): not before
     `epochs` epochs (the floor: the first, uncached epoch and at least one later one), then
     every `check_every` steps, once the 95% interval of the later epochs' mean step is within
     +-precision (bench/common/precision.py), and at the latest after `max_epochs` epochs (the
@@ -105,7 +105,7 @@ class StopRule(object):
     def decide(self, done, later_samples):
         """After `done` steps: stop? later_samples() -> the later epochs' step times."""
         if done >= self.ceiling:
-            # a floor as high as the ceiling (the verdict profile's 2 epochs) leaves the rule
+            # a floor as high as the ceiling (the verdict size's 2 epochs) leaves the rule
             # nothing to decide: a fixed length, not a ceiling reached
             self.reached = "ceiling" if self.precision and self.ceiling > self.floor \
                 else "fixed"

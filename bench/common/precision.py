@@ -1,4 +1,4 @@
-"""How well a worker knows its mean step, while it runs (the verdict profile's stop rule).
+"""How well a worker knows its mean step, while it runs (the verdict size's stop rule).
 
 The 95% interval of the mean by batch means: the steps in order, cut into BATCHES consecutive
 batches; the batches' means are close to independent even when neighbouring steps are not (a

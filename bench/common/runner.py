@@ -118,7 +118,7 @@ def keep(config, measured):
 
 
 def most_steps(config):
-    """The steps a loop may time: epochs x steps_per_epoch, or the verdict profile's ceiling
+    """The steps a loop may time: epochs x steps_per_epoch, or the verdict size's ceiling
     (harness/plan/matrix.py Cell.total_steps, for the controller)."""
     epochs = config["epochs"]
     if config.get("precision"):

@@ -65,7 +65,7 @@ def closure(step):
 def schedule_all(config, sampler, coordinator, fn, iterator, rule):
     """Keep 2 closures per worker queued (never a barrier); progress = closures fetched. A
     step is one closure per worker; the chief alone decides when to stop (loop.StopRule: the
-    fixed count, or the verdict profile's precision on the closures fetched so far)."""
+    fixed count, or the verdict size's precision on the closures fetched so far)."""
     world = config["world_size"]
     window = 2 * world
     pending, done = [], []

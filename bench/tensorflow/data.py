@@ -53,7 +53,7 @@ def dataset(config, path_tensor, images, seed):
     cached = os.environ.get("DLBENCH_TF_INPUT_CACHE", "1") != "0"  # a factor (invoke explain)
     ds = records(path_tensor, config["label_bytes"])
     subset = config.get("subset_images")
-    if subset:  # the verdict profile: short epochs, cached after the first
+    if subset:  # the verdict size: short epochs, cached after the first
         images = min(images, subset)
         first = ds.take(subset).map(parse, num_parallel_calls=parallel)
         ds = the_rest_read_and_dropped(ds, subset, parse, parallel).concatenate(first) \
@@ -70,7 +70,7 @@ def dataset(config, path_tensor, images, seed):
 
 def the_rest_read_and_dropped(ds, subset, parse, parallel):
     """The records after the first `subset`, decoded and dropped: put before the subset, they
-    make the verdict profile's first batch wait for as much work as a full-length run's, which
+    make the verdict size's first batch wait for as much work as a full-length run's, which
     waits for its whole shard (its shuffle buffer); the cache then spares its later epochs
     (uncached, each of its short epochs would read them again, so they are not read there).
     Without them, its start-up was 1.1 s shorter than a full run's (tensorflow-sync, LeNet-5:

@@ -44,10 +44,10 @@ def stage_bench():
     return target
 
 
-def needed_datasets(profile, nodes, data=None, archive=None, progress=print, counts=None):
-    """Shard folders for every dataset the profile's cells read, split for each node count
+def needed_datasets(size, nodes, data=None, archive=None, progress=print, counts=None):
+    """Shard folders for every dataset the size's cells read, split for each node count
     the cells may use (`counts`, default: all the nodes)."""
-    cells = matrix.plan(profile, nodes, data=data)
+    cells = matrix.plan(size, nodes, data=data)
     found = []
     for dataset, source in sorted({(c.dataset, c.data) for c in cells}):
         for workers in counts or [nodes]:
@@ -73,7 +73,7 @@ def check_frameworks(stack, frameworks):
                         "use some of: %s" % ", ".join(sorted(stack.envs)))
 
 
-def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, frameworks=None,
+def playbook_vars(inv, stack, size, data=None, archive=None, counts=None, frameworks=None,
                   wheelhouse=None):
     """wheelhouse: {env name: controller folder of its wheels} for nodes with no index."""
     check_frameworks(stack, frameworks)
@@ -88,7 +88,7 @@ def playbook_vars(inv, stack, profile, data=None, archive=None, counts=None, fra
                        for e in stack.envs.values()
                        if not frameworks or e.framework in frameworks],
         "bench_archive": str(stage_bench()),
-        "datasets": needed_datasets(profile, len(inv.hosts), data, archive, counts=counts),
+        "datasets": needed_datasets(size, len(inv.hosts), data, archive, counts=counts),
         "push_whole_set": whole_set_needed(frameworks),
         "wheelhouse": wheelhouse or {},
         "env_installer_package": wheels.INSTALLER,

@@ -106,10 +106,10 @@ def run_of(setting, factors, default_stack):
     return stack, environment, threads, link
 
 
-def cells(setting, factors, default_stack, profile, nodes, benchmarks, systems, repeats):
+def cells(setting, factors, default_stack, size, nodes, benchmarks, systems, repeats):
     """(stack, the setting's cells: every benchmark x system-mode, every repeat)."""
     stack, environment, threads, link = run_of(setting, factors, default_stack)
-    planned = matrix.plan(profile, nodes, benchmarks=benchmarks, systems=systems,
+    planned = matrix.plan(size, nodes, benchmarks=benchmarks, systems=systems,
                           repeats=repeats, networks=[link] if link else None,
                           environment=environment, threads=threads)
     return stack, planned

@@ -1,4 +1,4 @@
-"""Profiles -> the list of cells to run. A cell is one benchmark under one system-mode."""
+"""A run's size -> the list of cells to run. A cell is one benchmark under one system-mode."""
 import hashlib
 import json
 import random
@@ -25,56 +25,64 @@ STARTUP_BOUND = 300
 # the sizes that check the machinery run today's alone.
 PAPER_AND_TODAY = ("paper-py39", "current")
 
-PROFILES = {
-    # Tables III and IV of the paper.
-    "paper": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS),
-              "epochs": paper.EPOCHS, "steps": paper.STEPS_PER_EPOCH, "warmup": 10, "data": "real",
-              "profile_steps": 20, "stacks": PAPER_AND_TODAY},
-    "quick": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 1,
-              "steps": 30, "warmup": 5, "data": "synthetic", "profile_steps": 10},
-    # adaptive: per cell, two or more short epochs over a subset of each shard (the
-    # first uncached, the later ones cached as TensorFlow caches them) until the 95% interval
-    # of the later epochs' mean step is within +-2% (or 4 epochs); the analysis projects the
-    # paper's 10 x 396 steps from the first epoch's rate and the later epochs' rate
-    # three independent repeats of 2 x 16 steps (96 steps a cell), not one run of up to
-    # 4 x 40 (160): run-to-run variation is what one run's interval misses. Each
-    # repeat profiles 5 steps and calibrates 5 passes (15 of each over the repeats, against the
-    # one run's 10): at 10 each, the repeats' extras took the run over 5% of the paper's length.
-    # 16 steps with 1 warm-up step (the traced first) leave the first epoch the 15 measured
-    # steps MSER-5 needs; 2 x 20 with 5 took 5.37% of the paper's length (docs/methodology.md)
-    # LeNet-5 gets 64 steps an epoch: its steps take 15-25 ms, so 16 time a third of a second,
-    # shorter than this machine's own swings (31-step windows of a full run varied
-    # 4.6-8.2%, 124-step ones 3.0-5.4%; repeats of 2 x 64 varied 4.8% against 2 x 16's 9.1%,
-    # docs/methodology.md); 64 time about a second, for about 1.5 s more a cell (the other
-    # networks' steps take 0.4-1.5 s: 16 already time several seconds)
-    "verdict": {"benchmarks": list(BENCHMARKS), "systems": list(SYSTEMS), "epochs": 2,
-                "steps": 16, "steps_by_network": {"lenet5": 64}, "warmup": 1,
-                "data": "real", "profile_steps": 5, "calibration_steps": 5, "precision": 0.02,
-                "max_epochs": 2, "repeats": 3, "stacks": PAPER_AND_TODAY},
+@dataclass(frozen=True)
+class Size:
+    """A run's size: what every cell of it runs (a cell's options may override some)."""
+    benchmarks: tuple
+    epochs: int
+    steps: int  # per epoch
+    warmup: int  # steps before the timed ones
+    data: str  # synthetic or real
+    profile_steps: int  # profiled steps after the timed ones (the operator profile)
+    systems: tuple = tuple(SYSTEMS)
+    stacks: tuple = ()  # the stacks it runs every cell under ((): --stack's one)
+    steps_by_network: tuple = ()  # (network, steps per epoch) where a network's differ
+    calibration_steps: int = 0  # measured calibration passes (0: launch.TRAINING's)
+    precision: float = 0.0  # the verdict size's target half-width (0: fixed length)
+    max_epochs: int = 0  # the verdict size's ceiling of epochs (0: fixed length)
+    repeats: int = 1
+    math: bool = False  # the same-math check's canonical weights and batch order
+
+    def steps_of(self, network):
+        return dict(self.steps_by_network).get(network, self.steps)
+
+
+SIZES = {
+    # Tables III and IV of the paper
+    "paper": Size(tuple(BENCHMARKS), paper.EPOCHS, paper.STEPS_PER_EPOCH, warmup=10,
+                  data="real", profile_steps=20, stacks=PAPER_AND_TODAY),
+    "quick": Size(tuple(BENCHMARKS), 1, 30, warmup=5, data="synthetic", profile_steps=10),
+    # a projection of paper: per cell, three independent repeats (run-to-run variation is
+    # what one run's interval misses) of two short epochs, the first uncached and the second
+    # cached as TensorFlow caches them; the analysis projects the paper's 10 x 396 steps from
+    # their rates. 16 steps an epoch leave MSER-5 the 15 measured steps it needs; LeNet-5's
+    # 15-25 ms steps get 64, as 16 of them time less than this machine's own swings. Sized
+    # to stay within 5% of the paper's length (docs/methodology.md, "The verdict size")
+    "verdict": Size(tuple(BENCHMARKS), 2, 16, warmup=1, data="real", profile_steps=5,
+                    stacks=PAPER_AND_TODAY, steps_by_network=(("lenet5", 64),),
+                    calibration_steps=5, precision=0.02, max_epochs=2, repeats=3),
     # the same-math check (selfcheck/math_check.py): 30 steps from one set of weights and one
     # batch order in every system-mode; losses and final weights compared, no timing
-    "math": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
-             "steps": 30, "warmup": 2, "data": "synthetic", "profile_steps": 0, "math": True},
+    "math": Size(("lenet5-cifar10",), 1, 30, warmup=2, data="synthetic", profile_steps=0,
+                 math=True),
     # every system-mode, about 10 steps: a check that everything runs, not a measurement
-    "smoke": {"benchmarks": ["lenet5-cifar10"], "systems": list(SYSTEMS), "epochs": 1,
-              "steps": 12, "warmup": 2, "data": "synthetic", "profile_steps": 5},
+    "smoke": Size(("lenet5-cifar10",), 1, 12, warmup=2, data="synthetic", profile_steps=5),
 }
 LOCAL_BATCH = paper.LOCAL_BATCH  # Table IV: global 126 over 3 workers
 
 
-def shape(profile):
-    """A profile's steps in words ("3 independent repeats of 2 x 16 steps each, 2 x 64 for
+def shape(size):
+    """A size's steps in words ("3 independent repeats of 2 x 16 steps each, 2 x 64 for
     LeNet-5"), for the help texts and the docs (a test holds the README and
     docs/reproducing.md to it)."""
-    spec = PROFILES[profile]
+    spec = SIZES[size]
 
     def length(count):
-        return "%d" % count if spec["epochs"] == 1 else "%d x %d" % (spec["epochs"], count)
-    words = length(spec["steps"]) + " steps"
-    repeats = spec.get("repeats", 1)
-    if repeats > 1:
-        words = "%d independent repeats of %s each" % (repeats, words)
-    for network, count in spec.get("steps_by_network", {}).items():
+        return "%d" % count if spec.epochs == 1 else "%d x %d" % (spec.epochs, count)
+    words = length(spec.steps) + " steps"
+    if spec.repeats > 1:
+        words = "%d independent repeats of %s each" % (spec.repeats, words)
+    for network, count in spec.steps_by_network:
         words += ", %s for %s" % (length(count), {"lenet5": "LeNet-5"}.get(network, network))
     return words
 
@@ -178,19 +186,19 @@ class Choice:
     stacks: list = None
 
 
-def plan(profile, nodes, **given):
-    """Cells of a size (profile) on `nodes` nodes, filtered and overridden by `given` (the
-    fields of Choice, by name; another name is a TypeError), in run order."""
+def plan(size, nodes, **given):
+    """Cells of a size on `nodes` nodes, filtered and overridden by `given` (the fields of
+    Choice, by name; another name is a TypeError), in run order."""
     choice = Choice(**given)
-    if profile not in PROFILES:
-        raise UserError("unknown profile %r" % profile, "use one of: %s" % ", ".join(PROFILES))
-    spec = PROFILES[profile]
-    chosen_benchmarks = _pick("benchmark", choice.benchmarks, spec["benchmarks"], BENCHMARKS)
-    chosen_systems = _pick("system", choice.systems, spec["systems"], SYSTEMS)
+    if size not in SIZES:
+        raise UserError("unknown size %r" % size, "use one of: %s" % ", ".join(SIZES))
+    spec = SIZES[size]
+    chosen_benchmarks = _pick("benchmark", choice.benchmarks, spec.benchmarks, BENCHMARKS)
+    chosen_systems = _pick("system", choice.systems, spec.systems, SYSTEMS)
     cells = []
     for benchmark in chosen_benchmarks:
         network, dataset = BENCHMARKS[benchmark]
-        steps = choice.steps or spec.get("steps_by_network", {}).get(network, spec["steps"])
+        steps = choice.steps or spec.steps_of(network)
         for system in chosen_systems:
             framework = SYSTEMS[system]["framework"]
             if network not in NETWORKS_BUILT[framework]:
@@ -199,18 +207,17 @@ def plan(profile, nodes, **given):
                                 % ", ".join(NETWORKS_BUILT[framework]))
             base = Cell(benchmark=benchmark, network=network, dataset=dataset, system=system,
                         framework=framework, mode=SYSTEMS[system]["mode"], nodes=nodes,
-                        local_batch=LOCAL_BATCH, epochs=choice.epochs or spec["epochs"],
-                        steps_per_epoch=steps, warmup_steps=min(spec["warmup"], steps - 1),
-                        data=choice.data or spec["data"],
-                        profile_steps=spec["profile_steps"] if choice.profile_steps is None
-                        else choice.profile_steps, precision=spec.get("precision", 0.0),
-                        calibration_steps=spec.get("calibration_steps", 0),
-                        max_epochs=spec.get("max_epochs", 0),
-                        math=spec.get("math", False),
+                        local_batch=LOCAL_BATCH, epochs=choice.epochs or spec.epochs,
+                        steps_per_epoch=steps, warmup_steps=min(spec.warmup, steps - 1),
+                        data=choice.data or spec.data,
+                        profile_steps=spec.profile_steps if choice.profile_steps is None
+                        else choice.profile_steps, precision=spec.precision,
+                        calibration_steps=spec.calibration_steps, max_epochs=spec.max_epochs,
+                        math=spec.math,
                         environment=(choice.environment or {}).get(framework, ""),
                         threads=choice.threads)
             cells += [replace(base, stack=stack) for stack in choice.stacks or [""]]
-    repeats = choice.repeats or spec.get("repeats", 1)
+    repeats = choice.repeats or spec.repeats
     # networks outermost: the links are reshaped once per setting, not once per cell; within
     # a setting, randomized complete blocks: repeat r of every cell runs before
     # repeat r + 1 of any, each block in its own seeded random order. Within a block neither

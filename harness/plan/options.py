@@ -11,7 +11,7 @@ CHOOSING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "node
 # how a run goes, not what it is: left out of the manifest
 RUNNING = ("dry_run", "fail_fast", "retry_failed", "force", "max_hours")
 # where it runs and what with: the manifest records them itself, a batch script on its own
-WHERE = ("inventory", "stack", "stacks", "size", "profile", "run", "results", "partition",
+WHERE = ("inventory", "stack", "stacks", "size", "run", "results", "partition",
          "sbatch", "submit")
 FLAGS = ("fail_fast", "retry_failed", "force")  # the ones a batch script passes on
 # whole numbers on the command line, and the least each may be (check_positive)
@@ -35,8 +35,6 @@ HELP = {  # the options several tasks share
     "size": "the run's size: smoke (the five system-modes on LeNet-5, {smoke}), quick (all 30 "
             "cells, {quick}), verdict (all 30 cells, {verdict}: a projection of paper) or "
             "paper (Tables III-IV: {paper}) [invoke.yaml: smoke]",
-    "profile": "the old name of --size, kept for now ('profile' now means operator profiles "
-               "only)",
     "data": "synthetic (generated CIFAR-format data) or real (the official archives); "
             "default: the size's",
     "results": "results folder [invoke.yaml: results]",
@@ -61,7 +59,6 @@ class BenchOptions:
     stack: str = common("stack")
     stacks: str = common("stacks")
     size: str = common("size")
-    profile: str = common("profile")
     run: str = option(help="run id (default: a new one, the start time); an existing run is "
                            "resumed: its unfinished cells run, its succeeded ones are kept")
     dry_run: bool = option(False, "print the cells, their estimates and each node's script as "
@@ -198,7 +195,6 @@ class ProvisionOptions:
     stack: str = common("stack")
     stacks: str = common("stacks")
     size: str = common("size")
-    profile: str = common("profile")
     data: str = common("data")
     data_archive: str = option(help="path of cifar-10-binary.tar.gz / cifar-100-binary.tar.gz "
                                     "already downloaded (md5-checked) instead of downloading it")
@@ -262,7 +258,6 @@ class EstimateOptions:
     inventory: str = common("inventory")
     stack: str = common("stack")
     size: str = common("size")
-    profile: str = common("profile")
     benchmarks: str = option(help="comma-separated subset")
     systems: str = option(help="comma-separated subset")
     data: str = common("data")
@@ -290,7 +285,6 @@ class ExplainOptions:
     stack: str = option(help="the stack of every setting where no factor picks one (versions "
                              "does) [invoke.yaml: current]")
     size: str = option(help="the cells' size [quick]")
-    profile: str = common("profile")
     benchmarks: str = option(help="comma-separated [lenet5-cifar10,resnet18-cifar10]")
     claims: str = option(help="comma-separated claim ids (analysis/reference/paper.yml) [the "
                               "headline and operator claims about the benchmarks]")

@@ -46,7 +46,7 @@ def git_state():
             "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
-def start_manifest(path, inv, stacks, profile, cells, options, link_mbit=None):
+def start_manifest(path, inv, stacks, size, cells, options, link_mbit=None):
     """stacks: the run's, in order (harness/nodes/stacks.py RunStacks)."""
     RunFolder(path).write_manifest({
         "results_format": RESULTS_FORMAT,
@@ -60,7 +60,7 @@ def start_manifest(path, inv, stacks, profile, cells, options, link_mbit=None):
         "stacks": [{"name": stack.name, "python": stack.python,
                     "declared": {f: e.packages for f, e in stack.envs.items()}}
                    for stack in stacks],
-        "profile": profile,
+        "size": size,
         "cells": [dict(c.settings, id=c.id, config_hash=c.config_hash,
                        link_mbit=(link_mbit or {}).get(c.id)) for c in cells],
         # what the analysis needs to know of each system-mode, as this run knew it

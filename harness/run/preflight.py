@@ -17,7 +17,7 @@ from contract.errors import UserError
 from contract import nodefolder
 
 MIN_FREE_MB = 1024  # results of one cell are a few MB; a nearly full disk fails mid-run
-PROVISION_FIX = "run `invoke provision` with the same --inventory, --stack, --profile (and --nodes)"
+PROVISION_FIX = "run `invoke provision` with the same --inventory, --stack, --size (and --nodes)"
 
 
 def check(nodes, stack, cells, inv=None):
