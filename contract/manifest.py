@@ -1,5 +1,5 @@
 """The keys of a run's manifest.json (results/<run-id>/), which the controller writes
-(harness/results/collect.py at the run's start and end, harness/commands.py the probe) and the
+(harness/results/run_manifest.py at the run's start and end, harness/run/lifecycle.py the probe) and the
 analysis reads, in one place, with its format version. RunFolder.write_manifest refuses a key
 that is not here; tests/test_contract.py checks that every key the package reads is.
 Python 3.6: a plain dict of key -> meaning."""
@@ -9,7 +9,7 @@ FORMAT = 3  # results_format: bump when the layout of results/<run-id>/ changes 
 READABLE = (1, 2, 3)
 
 KEYS = {
-    # at the run's start (collect.start_manifest)
+    # at the run's start (run_manifest.start_manifest)
     "results_format": "FORMAT above, as the run was written",
     "run_id": "the run's id (its folder's name)",
     "command": "the command line that started it",
@@ -25,9 +25,9 @@ KEYS = {
     "same_math": "stack -> the newest same-math verdict for it, or null",
     "code_digest": "the controller's digest of bench/ and contract/ (contract/codedigest.py)",
     "vm": "where the nodes are VMs: provider, box, accelerator and why",
-    # once the nodes are checked (commands.probe_contention)
+    # once the nodes are checked (lifecycle.Run.probe_contention)
     "contention": "the contention probe: whether the nodes share cores",
-    # at the run's end (collect.finish_manifest)
+    # at the run's end (run_manifest.finish_manifest)
     "host_facts": "node -> the facts provisioning gathered",
     "installed": "stack -> node -> the versions in that stack's envs",
     "cpu": "node -> the CPU as a process of the run read it",

@@ -1,6 +1,6 @@
 """The keys of result.json, which every process writes (bench/common/runner.py and the
-trainers' train()) and the controller reads (harness/results/collect.py, harness/run/
-launch.py, invoke explain), in one place, as cellconfig.py is for cell.json. A key written
+trainers' train()) and the controller reads (harness/results/run_records.py and
+run_manifest.py, harness/run/launch.py, invoke explain), in one place, as cellconfig.py is for cell.json. A key written
 that is not here fails tests/test_local_cluster.py. Python 3.6: a plain dict."""
 
 KEYS = {

@@ -6,7 +6,7 @@
     calibration-<time>/calibration.json (an interval check)
 
 This module is the only one that names those files (tests/test_contract_names.py holds every
-other module to that); collect.py fetches and makes the records, the run's lifecycle and
+other module to that); harness/results/ fetches (fetch.py) and makes the records (run_records.py), the run's lifecycle and
 resume.py say what changed, and this writes it."""
 import json
 import shutil

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from .results import collect
+from .results import fetch, run_manifest, run_records
 from .run import lifecycle, preflight, resume
 from .nodes import datasets, inventory, access as nodes_mod, provision
 from .nodes import stacks as stacks_mod
@@ -55,7 +55,7 @@ class SlurmRequest:
 
     def __init__(self, options):
         self.options, self.results = options, Path(options.results)
-        self.run_id = options.run or collect.new_run_id()
+        self.run_id = options.run or run_manifest.new_run_id()
         self.path = self.results / self.run_id
 
     def size(self):
@@ -104,17 +104,17 @@ def unfinished(outcome):
 
 
 def collect_run(inventory_name, results, run_id=None):
-    path = collect.run_dir(results, run_id)
-    collect.check_format(path)
+    path = run_manifest.run_dir(results, run_id)
+    run_manifest.check_format(path)
     run = RunFolder(path)
     nodes = nodes_mod.connect_all(inventory.for_collect(inventory_name, run.manifest()))
     fetched = 0
     for status in run.statuses():
         if status.get("processes"):
-            fetched += collect.fetch_cell(path, status, nodes)
-    collect.keep_slurm_accounting(path)
-    collect.finish_manifest(path, nodes)
-    records = collect.build_records(path)
+            fetched += fetch.fetch_cell(path, status, nodes)
+    run_manifest.keep_slurm_accounting(path)
+    run_manifest.finish_manifest(path, nodes)
+    records = run_records.build_records(path)
     print("collected %s: %d files, %d records -> %s"
           % (path.name, fetched, len(records), run.records_path))
     return path
@@ -128,8 +128,8 @@ def analyze(results, run_id=None):
         return explain.build(Path(results) / run_id)
     from analysis import report  # heavy imports (pandas, matplotlib) only when analysing
 
-    path = collect.run_dir(results, run_id)
-    collect.check_format(path)
+    path = run_manifest.run_dir(results, run_id)
+    run_manifest.check_format(path)
     RunFolder(path).require_records()
     return report.build(path)
 
@@ -140,8 +140,8 @@ def compare(results, run_a, run_b, out=None):
 
     paths = []
     for run_id in (run_a, run_b):
-        path = collect.run_dir(results, run_id)
-        collect.check_format(path)
+        path = run_manifest.run_dir(results, run_id)
+        run_manifest.check_format(path)
         RunFolder(path).require_records()
         paths.append(path)
     if paths[0] == paths[1]:
@@ -215,7 +215,7 @@ def estimate_run(options):
     """`invoke estimate` (options: harness/plan/options.py EstimateOptions): every cell of the
     plan for a few steps, no profiled steps, in a run
     of its own (estimate-<time>): the basis of later estimates (harness/plan/estimate.py)."""
-    run_id = "estimate-%s" % collect.new_run_id()
+    run_id = "estimate-%s" % run_manifest.new_run_id()
     return bench_named(options.inventory, options.stack, options.size, options.results,
                        run=run_id, benchmarks=options.benchmarks, systems=options.systems,
                        data=options.data, epochs=1, steps=estimate.ESTIMATE_STEPS,

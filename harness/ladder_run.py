@@ -18,7 +18,7 @@ from . import commands
 from contract.errors import UserError
 from .nodes import access, inventory, stacks
 from .plan import ladder
-from .results import collect
+from .results import run_manifest
 from contract import runfolder
 from contract.explain_plan import PLAN
 from contract.runfolder import CellStatus, RunFolder
@@ -116,7 +116,7 @@ def run(options):
         print_eta(time.time() - started, todo - unmeasured(plan, runs, range(repeats)),
                   unmeasured(plan, runs, range(round_ + 1, repeats)), round_, repeats)
     from analysis import explain as analysis
-    out = Path(results) / ("explain-%s" % collect.new_run_id())
+    out = Path(results) / ("explain-%s" % run_manifest.new_run_id())
     write_plan(plan, runs, out)
     return analysis.build(out)
 

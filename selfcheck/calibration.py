@@ -30,7 +30,7 @@ import numpy as np
 from analysis import stats, tidy, variation
 from harness import commands
 from harness.plan import matrix
-from harness.results import collect
+from harness.results import run_manifest
 from contract.errors import UserError
 from contract.runfolder import RunFolder
 
@@ -39,7 +39,7 @@ GOAL = (0.90, 0.99)
 
 def run(options, data="synthetic"):
     """options: harness/plan/options.py IntervalCheckOptions."""
-    out = Path(options.results) / ("calibration-%s" % collect.new_run_id())
+    out = Path(options.results) / ("calibration-%s" % run_manifest.new_run_id())
     shuffle = random.Random(out.name)
     runs = {}
     systems = options.systems.split(",") if options.systems else list(matrix.SYSTEMS)

@@ -18,7 +18,7 @@ import random
 import statistics
 from pathlib import Path
 
-from harness.results import collect
+from harness.results import run_manifest
 from harness import commands
 from harness.nodes import inventory, access as nodes_mod
 import dataclasses
@@ -52,7 +52,7 @@ def run(inventory_name, stack_name, results, count, seed=None, systems=None):
             rows.append(row)
     table = summarise(rows)
     print_table(table, len(rows), seed)
-    out = Path(results) / ("fault-campaign-%s.json" % collect.new_run_id())
+    out = Path(results) / ("fault-campaign-%s.json" % run_manifest.new_run_id())
     runfolder.write_json(out, {"inventory": inventory_name, "seed": seed, "rows": rows,
                                "per_role": table})
     print("written to %s" % out)
@@ -61,7 +61,7 @@ def run(inventory_name, stack_name, results, count, seed=None, systems=None):
 
 def one_fault(inv, inventory_name, stack_name, results, system, rng):
     nodes = nodes_mod.connect_all(inv)
-    run_id = "campaign-%s-%s" % (system, collect.new_run_id())
+    run_id = "campaign-%s-%s" % (system, run_manifest.new_run_id())
     cells = run_order(inv, run_id, system, STEPS)  # the first is faulted, the next must run
     placed = layout.roles(cells[0], nodes)  # the role first, so that the one-per-cell
     role = rng.choice(sorted({r for _, r, _ in placed}))  # coordinators are drawn as often
@@ -161,7 +161,7 @@ def fixed(inventory_name, stack_name, results, systems=None):
     returns the rows printed."""
     inv = inventory.load(inventory_name)
     plan = fixed_plan(len(inv.hosts), systems)
-    run_id = "campaign-fixed-%s" % collect.new_run_id()
+    run_id = "campaign-fixed-%s" % run_manifest.new_run_id()
     killers = [KillWhenTraining(inv.hosts[0].name, node, cell.id, label="%s-%d" % (role, rank),
                                 **how) for cell, node, role, rank, _, how in plan]
     commands.bench_named(inventory_name, stack_name, "smoke", results, run=run_id,
@@ -171,7 +171,7 @@ def fixed(inventory_name, stack_name, results, systems=None):
             for (cell, node, role, rank, fault, _), killer in zip(plan, killers)]
     left = sum(len(p) for p in strays(nodes_mod.connect_all(inv), run_id).values())
     print_fixed(rows, left)
-    out = Path(results) / ("fault-campaign-fixed-%s.json" % collect.new_run_id())
+    out = Path(results) / ("fault-campaign-fixed-%s.json" % run_manifest.new_run_id())
     runfolder.write_json(out, {"inventory": inventory_name, "run": run_id, "rows": rows,
                                "strays": left})
     print("written to %s" % out)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from contract import runfolder
 from harness.plan.options import ProvisionOptions
-from harness.results import collect
+from harness.results import run_manifest
 from harness import commands
 from harness.run import hooks
 from harness.nodes import inventory, access as nodes_mod, provision
@@ -123,7 +123,7 @@ def benchmark(inventory_name, stack_name, results, systems=None, steps=200):
     for system in chosen:
         rows.append(fault_row(inv, inventory_name, stack_name, results, system, steps))
     print_table(rows)
-    out = Path(results) / ("fault-bench-%s.json" % collect.new_run_id())
+    out = Path(results) / ("fault-bench-%s.json" % run_manifest.new_run_id())
     runfolder.write_json(out, {"inventory": inventory_name, "steps": steps, "rows": rows})
     print("written to %s" % out)
     return rows
@@ -133,7 +133,7 @@ def fault_row(inv, inventory_name, stack_name, results, system, steps):
     """One system-mode: the cell run first is faulted, the same cell run next must succeed
     (which repeat comes first is bench's seeded draw)."""
     nodes = nodes_mod.connect_all(inv)
-    run_id = "fault-%s-%s" % (system, collect.new_run_id())
+    run_id = "fault-%s-%s" % (system, run_manifest.new_run_id())
     cells = run_order(inv, run_id, system, steps)
     killer = KillWhenTraining(nodes[0].name, nodes[1].name, cells[0].id)
     # no profiled steps: the fault comes at step 2, and the next cell proves the run goes on

@@ -8,7 +8,7 @@ import os
 import statistics
 from pathlib import Path
 
-from harness.results import collect
+from harness.results import run_manifest
 from harness import commands
 from harness.clusters import emulated, slurm, slurm_jobs
 from contract.errors import UserError
@@ -24,7 +24,7 @@ def run(stack_name, results, repeats=2, systems=None):
                         "sudo -E invoke cluster.up --slurm; sudo -E invoke provision "
                         "--inventory netns")
     os.environ["SLURM_CONF"] = state["slurm"]["conf"]
-    out = Path(results) / ("launchers-%s" % collect.new_run_id())
+    out = Path(results) / ("launchers-%s" % run_manifest.new_run_id())
     runs = {route: [] for route, _ in ROUTES}
     with slurm_jobs.allocated(slurm.PARTITION, len(state["hosts"]), 24 * 60):
         for repeat in range(repeats):

@@ -28,7 +28,7 @@ from harness import commands
 from harness.nodes import datasets, provision
 from harness.plan import matrix
 from harness.run import hooks, launch
-from harness.results import collect
+from harness.results import run_manifest
 from contract.runfolder import RunFolder
 from contract import cellconfig, nodefolder
 
@@ -66,7 +66,7 @@ def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems
     run the clean system-modes again)."""
     if against is None:
         provision.run(ProvisionOptions(inventory=inventory_name, stack=stack_name, size="math"))
-    out = Path(results) / ("math-%s" % collect.new_run_id())
+    out = Path(results) / ("math-%s" % run_manifest.new_run_id())
     systems_run = math_run(inventory_name, stack_name, out, "run", benchmark, systems, planted)
     if against is not None:
         systems_run = dict(load(against), **systems_run)
@@ -123,11 +123,11 @@ def keep(stack_name, found, planted):
     stack, which every later run's manifest and report carry."""
     if planted or len(found["loaded"]) < len(matrix.SYSTEMS):
         return
-    path = collect.same_math_path(stack_name)
+    path = run_manifest.same_math_path(stack_name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
         "ok": found["ok"], "when": time.strftime("%Y-%m-%d %H:%M:%S"), "run": found["run"],
-        "commit": (collect.git_state().get("commit") or "")[:12],
+        "commit": (run_manifest.git_state().get("commit") or "")[:12],
         "benchmark": found.get("benchmark"),
         "noise_floor": FLOOR_FACTOR if found.get("noise") else None,
         "largest_loss_difference": max([max(p["loss_differences"] or [0.0])

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import stats, tidy
-from harness.results import collect
+from harness.results import run_manifest
 from harness import commands
 from harness.plan import matrix
 from contract.errors import UserError
@@ -34,7 +34,7 @@ def run(inventory_name, stack_name, results, systems=None, data="synthetic",
     if benchmark not in matrix.BENCHMARKS:
         raise UserError("unknown benchmark %r" % benchmark,
                         "benchmarks are: %s" % ", ".join(matrix.BENCHMARKS))
-    out = Path(results) / ("check-%s" % collect.new_run_id())
+    out = Path(results) / ("check-%s" % run_manifest.new_run_id())
     chosen = systems.split(",") if systems else list(matrix.SYSTEMS)
     runs = {}
     for system in chosen:

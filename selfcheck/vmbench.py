@@ -16,7 +16,7 @@ from harness.plan.options import ProvisionOptions
 from harness import commands
 from harness.clusters import vagrant
 from harness.nodes import provision, stacks
-from harness.results import collect
+from harness.results import run_manifest
 from contract.runfolder import RunFolder
 import registry
 
@@ -25,7 +25,7 @@ def run(stack_name, results, systems=None, benchmark="lenet5-cifar10", keep=Fals
     """systems: comma-separated (default: the registry's vm_smoke); keep: leave the VMs up
     at the end (for more runs)."""
     chosen = systems.split(",") if systems else [registry.vm_smoke()]
-    out = Path(results) / ("vm-bench-%s" % collect.new_run_id())
+    out = Path(results) / ("vm-bench-%s" % run_manifest.new_run_id())
     out.mkdir(parents=True)
     figures = {"stack": stack_name, "phases": []}
 

@@ -107,7 +107,7 @@ def test_sacct_rows_become_records_beside_psutils(tmp_path):
     slurm_elapsed_s, slurm_cpu_s and slurm_max_rss_mb records (MaxRSS in MiB, as psutil's);
     a step with no figures gives none; a process Slurm did not run gets no Slurm record."""
     import json
-    from harness.results import collect
+    from harness.results import run_records
     from harness.clusters import sacct
     from contract.runfolder import CellStatus, RunFolder
     cell = tmp_path / "c1"
@@ -128,7 +128,7 @@ def test_sacct_rows_become_records_beside_psutils(tmp_path):
     RunFolder(tmp_path).write_manifest({"run_id": "r", "cells": [{"id": "c1"}]})
     RunFolder(tmp_path).save_status(CellStatus("c1", status="succeeded"), 0.0)
     got = {(r["node"], r["metric"]): (r["value"], r.get("slurm_state"))
-           for r in collect.build_records(tmp_path) if r.get("source") == "sacct"}
+           for r in run_records.build_records(tmp_path) if r.get("source") == "sacct"}
     assert got == {("node1", "slurm_elapsed_s"): (65.0, "CANCELLED"),
                    ("node1", "slurm_cpu_s"): (62.5, "CANCELLED"),
                    ("node1", "slurm_max_rss_mb"): (300.0, "CANCELLED"),

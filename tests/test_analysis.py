@@ -1038,7 +1038,7 @@ def test_collect_keeps_every_kernel_answer_of_the_run(tmp_path):
     """Two TensorFlow processes that answered differently both show; a failed question is
     kept as an error, not as a library; each stack's apart (a cell that names none: the
     run's first)."""
-    from harness.results import collect
+    from harness.results import run_manifest
     answers = [("tensorflow", {"library": "Eigen", "isa": None, "read": "q"}, ""),
                ("tensorflow", {"library": "oneDNN", "isa": None, "read": "q"}, ""),
                ("mxnet", {"error": "AttributeError: no runtime"}, ""),
@@ -1048,7 +1048,7 @@ def test_collect_keeps_every_kernel_answer_of_the_run(tmp_path):
         folder.mkdir(parents=True)
         (folder / "result.json").write_text(json.dumps(
             {"config": {"framework": framework, "stack": stack}, "kernels": kernels}))
-    found = collect.kernels_seen(collect.results_of(tmp_path), ["current", "paper-py39"])
+    found = run_manifest.kernels_seen(run_manifest.results_of(tmp_path), ["current", "paper-py39"])
     assert sorted(found["current"]["tensorflow"]["library"]) == ["Eigen", "oneDNN"]
     assert found["current"]["mxnet"] == {"library": [], "isa": [], "read": "",
                                          "errors": ["AttributeError: no runtime"]}

@@ -207,7 +207,7 @@ def test_a_run_reads_the_versions_of_its_own_stack(tmp_path):
     takes its own stack's (one facts file once gave a current run paper-py39's versions)."""
     from dataclasses import replace
 
-    from harness.results import collect
+    from harness.results import run_manifest
     host = replace(inventory.load("local").hosts[0], workdir=str(tmp_path))
     (tmp_path / "facts.json").write_text('{"cpu_count": 2}')
     for stack, torch in (("current", "2.13.0"), ("paper-py39", "1.7.1")):
@@ -216,16 +216,16 @@ def test_a_run_reads_the_versions_of_its_own_stack(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "manifest.json").write_text('{"stack": {"name": "current"}}')
-    manifest = collect.finish_manifest(run, [nodes.connect(host)])
+    manifest = run_manifest.finish_manifest(run, [nodes.connect(host)])
     assert manifest["installed"]["current"][host.name]["pytorch"]["packages"]["torch"] == \
         "2.13.0"
     assert manifest["host_facts"][host.name] == {"cpu_count": 2}
     (run / "manifest.json").write_text('{"stack": {"name": "paper"}}')  # never provisioned
-    assert collect.finish_manifest(run, [nodes.connect(host)])["installed"] == {
+    assert run_manifest.finish_manifest(run, [nodes.connect(host)])["installed"] == {
         "paper": {host.name: None}}
     # a run of two stacks reads each one's
     (run / "manifest.json").write_text('{"stacks": [{"name": "paper-py39"}, {"name": "current"}]}')
-    installed = collect.finish_manifest(run, [nodes.connect(host)])["installed"]
+    installed = run_manifest.finish_manifest(run, [nodes.connect(host)])["installed"]
     assert {s: v[host.name]["pytorch"]["packages"]["torch"] for s, v in installed.items()} == \
         {"paper-py39": "1.7.1", "current": "2.13.0"}
 

@@ -76,14 +76,14 @@ def test_retry_failed_runs_a_cell_disturbed_in_both_attempts_again():
 
 def test_collect_keeps_each_nodes_cpu_as_the_runs_processes_read_it(tmp_path):
     import json
-    from harness.results import collect
+    from harness.results import run_manifest
     for node, model in (("node1", "AMD EPYC 7B13"), ("node2", "Intel(R) Xeon(R)")):
         folder = tmp_path / "cell-a" / node / "worker-0"
         folder.mkdir(parents=True)
         (folder / "result.json").write_text(json.dumps({"cpu": {"model": model, "isa": []}}))
     (tmp_path / "cell-b" / "node3" / "worker-0").mkdir(parents=True)
     (tmp_path / "cell-b" / "node3" / "worker-0" / "result.json").write_text("{broken")
-    assert collect.cpus_seen(collect.results_of(tmp_path)) == {"node1": {"model": "AMD EPYC 7B13", "isa": []},
+    assert run_manifest.cpus_seen(run_manifest.results_of(tmp_path)) == {"node1": {"model": "AMD EPYC 7B13", "isa": []},
                                            "node2": {"model": "Intel(R) Xeon(R)", "isa": []}}
 
 

@@ -24,7 +24,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import collect
+from . import run_manifest
 from contract import manifest as manifests
 from contract import runfolder
 from contract.runfolder import RunFolder
@@ -36,8 +36,8 @@ SUMS = "SHA256SUMS"
 
 
 def build(results, run_id=None, junit=JUNIT):
-    run = collect.run_dir(results, run_id)
-    collect.check_format(run)
+    run = run_manifest.run_dir(results, run_id)
+    run_manifest.check_format(run)
     manifest = RunFolder(run).manifest()
     report = run / runfolder.ANALYSIS / runfolder.REPORT
     if not report.is_file():
@@ -49,7 +49,7 @@ def build(results, run_id=None, junit=JUNIT):
                                         sort_keys=True),
         "PROVENANCE.json": json.dumps({
             "run": run.name, "run_commit": manifest.get("git"),
-            "archived_by": collect.git_state(),
+            "archived_by": run_manifest.git_state(),
             "archived_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "tests": tests}, indent=1, sort_keys=True),
         "ARTIFACT.md": badges(run, manifest, tests),

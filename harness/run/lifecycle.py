@@ -16,7 +16,7 @@ from ..clusters import links
 from ..nodes import access, datasets, inventory, provision
 from ..nodes.stacks import RunStacks
 from ..plan import estimate, matrix
-from ..results import collect
+from ..results import run_manifest, run_records
 from contract import manifest as manifests
 from contract.errors import RunIncomplete, UserError
 from contract.runfolder import CellStatus, RunFolder
@@ -42,7 +42,7 @@ class Run:
     @classmethod
     def start(cls, options):
         """A new run of the options' plan (its id: --run, else the time now)."""
-        path = Path(options.results) / (options.run or collect.new_run_id())
+        path = Path(options.results) / (options.run or run_manifest.new_run_id())
         return cls(options, path).go()
 
     @classmethod
@@ -105,7 +105,7 @@ class Run:
             resume.prepare(self.path, plan.todo, self.nodes)
             return self.path
         self.path.mkdir(parents=True, exist_ok=True)
-        collect.start_manifest(self.path, self.inventory, self.stacks, self.options.size,
+        run_manifest.start_manifest(self.path, self.inventory, self.stacks, self.options.size,
                                plan.cells, dict(self.options.manifest(),
                                                 order_seed=plan.order_seed),
                                link_mbit=links.link_mbits(self.inventory, plan.cells))
@@ -154,9 +154,9 @@ class Run:
         return {"run_id": self.run_id, "path": self.path, "outcomes": outcomes}
 
     def close(self):
-        collect.keep_slurm_accounting(self.path)
-        collect.finish_manifest(self.path, self.nodes)
-        collect.build_records(self.path)
+        run_manifest.keep_slurm_accounting(self.path)
+        run_manifest.finish_manifest(self.path, self.nodes)
+        run_records.build_records(self.path)
         for node in self.nodes:
             node.close()
         return self.path

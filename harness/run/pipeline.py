@@ -12,7 +12,7 @@ from . import disturbance, launch
 from .progress import RunSoFar
 from ..clusters import links
 from ..nodes import datasets
-from ..results import collect
+from ..results import fetch
 from contract.runfolder import CellStatus
 
 CRASH = re.compile(r"exited with (134|139)\b")  # 128 + SIGABRT, 128 + SIGSEGV
@@ -93,7 +93,7 @@ class CellRun:
         self.run.hooks.after("poll", self.run, processes, self.cell)
 
     def fetch(self):
-        return collect.fetch_cell(self.run.path, self.status, self.run.nodes)
+        return fetch.fetch_cell(self.run.path, self.status, self.run.nodes)
 
     def judge(self):
         """What else ran on each node while the cell did, and whether that disturbed it."""

@@ -7,7 +7,7 @@ attempt of a cell that runs again is moved to `.attempts/`, never overwritten.
 from collections import Counter
 from dataclasses import fields
 
-from ..results import collect
+from ..results import run_manifest
 from . import launch
 from contract.errors import UserError
 from ..plan.matrix import Cell
@@ -17,7 +17,7 @@ from contract.runfolder import RunFolder
 def plan(path, options):
     """(every cell of the run, the cells to run now); options: BenchOptions, whose
     cell-choosing ones a resumed run refuses (its cells come from its manifest)."""
-    collect.check_format(path)
+    run_manifest.check_format(path)
     options.refuse_choosing(path.name)
     retry_failed, force = options.retry_failed, options.force
     run = RunFolder(path)
