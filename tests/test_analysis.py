@@ -11,6 +11,7 @@ from analysis import (answer, claims, consistency, network, operators, report, s
                       stats, testbed)
 from selfcheck import known_run
 from analysis import memory, tidy
+from analysis.sections import execution, provenance
 
 BENCHMARKS = claims.PAPER_BENCHMARKS
 
@@ -134,7 +135,7 @@ def test_table_v_shows_tensorflow_asyncs_dispatch_apart_from_its_transfer(tmp_pa
     run = known_run.write_run(tmp_path, cells)
     groups = tidy.group_table(tidy.cell_table(tidy.load_records(run / "records.jsonl")))
     (g,) = list(groups.itertuples())
-    assert report.dispatch_seconds(g, None) == pytest.approx(0.03 * 3959)
+    assert execution.dispatch_seconds(g, None) == pytest.approx(0.03 * 3959)
     # communication (IV-C) = execution - 3,959 x (loading + forward + backward)
     assert g.communication_total == pytest.approx(0.05 * 3959 - 0.015 * 3959, abs=0.01)
     text = (report.build(run, quiet=True)["report"]).read_text()
@@ -598,9 +599,9 @@ def test_a_cell_stopped_at_the_ceiling_names_its_noisiest_process(tmp_path):
 
 def test_the_report_says_when_the_roles_ran_as_slurm_job_steps():
     hosts = [{"name": "node1", "address": "10.0.0.1", "vcpus": 4, "connection": "slurm"}]
-    text = str(report.provenance({"inventory": {"name": "slurm", "hosts": hosts}}))
+    text = str(provenance.provenance({"inventory": {"name": "slurm", "hosts": hosts}}))
     assert "launched through Slurm: every role a job step" in text
-    plain = str(report.provenance({"inventory": {"name": "local", "hosts": [
+    plain = str(provenance.provenance({"inventory": {"name": "local", "hosts": [
         dict(hosts[0], connection="local")]}}))
     assert "launched through Slurm" not in plain
 
@@ -621,7 +622,7 @@ def test_a_coordinators_step_is_checked_against_its_workers_closures(tmp_path):
     assert rows["tensorflow-async"]["ratio"] == pytest.approx(15.0)
     assert rows["tensorflow-async"]["ok"] and rows["tensorflow-async"]["accepted"] == ">= 0.85"
     assert rows["pytorch-sync"]["check"] == "wall_vs_timers" and not rows["pytorch-sync"]["ok"]
-    (note,) = report.coordinator_note(groups, None)
+    (note,) = execution.coordinator_note(groups, None)
     assert "lenet5-cifar10 tensorflow-async: 0.0253 s against 0.0017 s (15.0x)" in note[1]
     assert "pytorch-sync" not in note[1]
     run = known_run.write_run(tmp_path / "b", [spec("tensorflow-async", 0.5)])
@@ -632,9 +633,9 @@ def test_a_coordinators_step_is_checked_against_its_workers_closures(tmp_path):
 def test_an_interval_too_wide_to_say_anything_is_flagged():
     from types import SimpleNamespace as Row
     smoke = Row(execution_seconds=1354.0, ci_low=258.0, ci_high=3494.0)
-    assert report.interval_flag(smoke) == "interval +-119%: too few steps to say anything"
-    assert report.interval_flag(Row(execution_seconds=100.0, ci_low=98.0, ci_high=102.0)) == ""
-    assert report.interval_flag(Row(execution_seconds=100.0, ci_low=float("nan"),
+    assert execution.interval_flag(smoke) == "interval +-119%: too few steps to say anything"
+    assert execution.interval_flag(Row(execution_seconds=100.0, ci_low=98.0, ci_high=102.0)) == ""
+    assert execution.interval_flag(Row(execution_seconds=100.0, ci_low=float("nan"),
                                     ci_high=float("nan"))) == ""
 
 
@@ -1312,12 +1313,12 @@ def test_the_report_says_which_bench_code_ran():
     """Each training process hashes its own bench/ (contract/codedigest.py); the report
     says whether all of them ran the controller's, and shouts where one did not."""
     here = "a" * 64
-    assert report.code_line({"code_digest": here, "code_ran": [here]}) == \
+    assert provenance.code_line({"code_digest": here, "code_ran": [here]}) == \
         "node code (bench/, contract/): digest aaaaaaaaaaaa, the controller's, in every process that trained"
-    other = report.code_line({"code_digest": here, "code_ran": [here, "b" * 64]})
+    other = provenance.code_line({"code_digest": here, "code_ran": [here, "b" * 64]})
     assert "**processes ran other code than the controller's**" in other
     assert "bbbbbbbbbbbb" in other
-    assert report.code_line({}) == "node code (bench/, contract/): not recorded (a run from before it was)"
+    assert provenance.code_line({}) == "node code (bench/, contract/): not recorded (a run from before it was)"
 
 
 def test_the_report_sets_the_runs_time_against_the_papers_length_once_per_setting(tmp_path):
@@ -1329,18 +1330,18 @@ def test_the_report_sets_the_runs_time_against_the_papers_length_once_per_settin
         (tmp_path / cell).mkdir(parents=True)
         (tmp_path / cell / "status.json").write_text(json.dumps({"seconds": seconds}))
     groups = pd.DataFrame({"execution_seconds": [300.0, 400.0, math.nan]})
-    line = report.time_line(tmp_path, groups, "verdict")
+    line = provenance.time_line(tmp_path, groups, "verdict")
     assert line.startswith("time: the cells took 35 s in 4 launch(es)")
     assert "the same 2 setting(s) at the paper's length: 11.7 min projected" in line
     assert "took 5.0% of it (the verdict size's goal: 5%, within it)" in line
-    over = report.time_line(tmp_path, pd.DataFrame({"execution_seconds": [300.0, 300.0]}),
+    over = provenance.time_line(tmp_path, pd.DataFrame({"execution_seconds": [300.0, 300.0]}),
                             "verdict")  # 35 s of 600 s
     assert "took 5.8% of it (the verdict size's goal: 5%, over it)" in over
-    assert report.time_line(tmp_path, groups, "paper").endswith("provisioning not counted)")
-    assert "goal" not in report.time_line(tmp_path, groups, "smoke")
+    assert provenance.time_line(tmp_path, groups, "paper").endswith("provisioning not counted)")
+    assert "goal" not in provenance.time_line(tmp_path, groups, "smoke")
     assert "paper" not in line.split("goal")[1]
     short = pd.DataFrame({"execution_seconds": [50.0]})  # LeNet-5: 35 s against 50 s
-    assert report.time_line(tmp_path, short, "verdict").endswith(
+    assert provenance.time_line(tmp_path, short, "verdict").endswith(
         "took 70.0% of it (the verdict size's goal: 5%, over it); at that share, `--size paper` "
         "would measure the paper's length itself")
 
