@@ -28,7 +28,7 @@ def bench(options):
         slurm = SlurmRequest(options)
         if options.sbatch or options.submit:
             return slurm.write_batch()
-        with slurm_jobs.allocated(options.partition, *slurm.size()):
+        with slurm_jobs.allocated(options.partition, *slurm.allocation()):
             return _bench_on(dataclasses.replace(options, run=slurm.run_id))
     return _bench_on(options)
 
@@ -58,8 +58,8 @@ class SlurmRequest:
         self.run_id = options.run or run_manifest.new_run_id()
         self.path = self.results / self.run_id
 
-    def size(self):
-        """(nodes, minutes): the plan's largest node count (the paper's 3 by default), and
+    def allocation(self):
+        """(nodes, minutes) to ask Slurm for: the plan's largest node count (the paper's 3 by default), and
         its expected time x 1.5 + 10 min, counting a cell with no estimate at its timeout."""
         if RunFolder(self.path).exists():
             cells, todo = resume.plan(self.path, self.options)
@@ -80,7 +80,7 @@ class SlurmRequest:
 
     def write_batch(self):
         partition, submit = self.options.partition, self.options.submit
-        nodes, minutes = self.size()
+        nodes, minutes = self.allocation()
         self.results.mkdir(parents=True, exist_ok=True)
         script = self.results / ("%s.sbatch" % self.run_id)
         script.write_text(slurm_jobs.batch_script(

@@ -81,7 +81,7 @@ def test_the_batch_script_starts_the_run_once_and_resumes_it_after(tmp_path):
     request = commands.SlurmRequest(BenchOptions(
         inventory="slurm", stack="current", size="smoke", results=tmp_path, run="batch1",
         systems="pytorch-sync", timeout=300, repeats=1, fail_fast=True, partition="short"))
-    assert request.size()[0] == 3
+    assert request.allocation()[0] == 3
     script = request.write_batch()["script"].read_text()
     assert "#SBATCH --nodes=3\n" in script and "#SBATCH --partition=short\n" in script
     first, resumed = [line for line in script.splitlines() if "bench --inventory" in line][::-1]

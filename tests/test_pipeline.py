@@ -212,6 +212,30 @@ def test_invoke_reads_each_task_s_parameters_from_its_dataclass():
     assert "{" not in tasks.bench.help["inventory"]  # what the repository lists, filled in
 
 
+def test_what_each_option_is_its_field_says_and_the_plan_takes_the_choice_whole():
+    """Which options choose cells (a resumed run refuses them), say where the run goes, or how
+    it goes, and which a batch script passes on: read from each field's metadata, not lists
+    kept beside the fields. The cells they choose reach matrix.plan as one Choice."""
+    from dataclasses import fields
+    kinds = {f.name: f.metadata["kind"] for f in fields(BenchOptions)}
+    assert options.of_kind(BenchOptions, options.CHOOSES) == (
+        "benchmarks", "systems", "epochs", "steps", "data", "network", "nodes", "profile_steps")
+    assert set(options.of_kind(BenchOptions, options.RUNS)) == {
+        "dry_run", "fail_fast", "retry_failed", "force", "max_hours"}
+    assert kinds["size"] == kinds["run"] == kinds["partition"] == options.WHERE
+    assert set(BenchOptions().manifest()) == {"benchmarks", "systems", "epochs", "steps", "data",
+                                              "timeout", "repeats", "network", "nodes",
+                                              "profile_steps", "environment", "threads"}
+    resumed = BenchOptions(fail_fast=True, force=True, steps=7).command_line(False)
+    assert resumed == ["--fail-fast", "--force"]  # the cells' choice stays with the run
+    choice = BenchOptions(systems="pytorch-sync", steps=7).choice(order_seed=3)
+    assert (choice.systems, choice.steps, choice.order_seed, choice.threads) == (
+        "pytorch-sync", 7, 3, 0)
+    assert [c.steps_per_epoch for c in matrix.plan("smoke", 2, choice)] == [7]
+    with pytest.raises(Exception):
+        choice.steps = 8  # frozen: the plan's input cannot change under it
+
+
 def test_reproduce_takes_every_option_of_the_steps_it_runs():
     """`invoke reproduce --systems ...` runs a part of the matrix: its options are bench's and
     provision's, each handed to its step, bench's counts checked as bench checks them; those

@@ -163,7 +163,7 @@ class Cell:
         return STARTUP_BOUND + steps * STEP_BOUND[self.network]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Choice:
     """What a plan is asked beyond its size: the user's filters and overrides (bench's
     options, harness/plan/options.py) and what the package's own callers set. environment:
@@ -186,10 +186,11 @@ class Choice:
     stacks: list = None
 
 
-def plan(size, nodes, **given):
-    """Cells of a size on `nodes` nodes, filtered and overridden by `given` (the fields of
-    Choice, by name; another name is a TypeError), in run order."""
-    choice = Choice(**given)
+def plan(size, nodes, choice=None, **given):
+    """Cells of a size on `nodes` nodes, filtered and overridden by a Choice, whole (bench's:
+    BenchOptions.choice) or by its fields' names in `given` (another name is a TypeError), in
+    run order."""
+    choice = choice or Choice(**given)
     if size not in SIZES:
         raise UserError("unknown size %r" % size, "use one of: %s" % ", ".join(SIZES))
     spec = SIZES[size]

@@ -4,25 +4,29 @@ its manifest, and a Slurm batch script turns it back into options."""
 from dataclasses import dataclass, field, fields, make_dataclass
 
 from contract.errors import UserError
+from .matrix import Choice
 
-# options that choose cells: a resumed run's cells come from its manifest instead
-CHOOSING = ("benchmarks", "systems", "epochs", "steps", "data", "network", "nodes",
-            "profile_steps")
-# how a run goes, not what it is: left out of the manifest
-RUNNING = ("dry_run", "fail_fast", "retry_failed", "force", "max_hours")
-# where it runs and what with: the manifest records them itself, a batch script on its own
-WHERE = ("inventory", "stack", "stacks", "size", "run", "results", "partition",
-         "sbatch", "submit")
-FLAGS = ("fail_fast", "retry_failed", "force")  # the ones a batch script passes on
-# whole numbers on the command line, and the least each may be (check_positive)
-COUNTS = {"epochs": 1, "steps": 1, "timeout": 1, "repeats": 1, "profile_steps": 0}
+# What each option of bench is, in its field's metadata (`kind`), read by the methods below:
+CHOOSES = "chooses"  # picks cells: a resumed run refuses it (its cells come from its manifest)
+WHERE = "where"  # where it runs and with what: the manifest records them itself
+RUNS = "runs"  # how a run goes, not what it is: left out of the manifest
+SETTING = "setting"  # what the run is beyond its cells (the timeout): the manifest keeps it
+CALLERS = "callers"  # the package's own callers' objects (hooks): not a setting of the run
 
 
-def option(default=None, help=None):
+def option(default=None, help=None, kind=SETTING, least=None, passed_on=False):
     """A field of an options dataclass. help: its text for `invoke <task> --help` ({name} is
     filled in by tasks.py from what the repository lists); None: not on the command line, set
-    only by the package's own callers (invoke explain, the self-checks)."""
-    return field(default=default, metadata={"help": help})
+    only by the package's own callers (invoke explain, the self-checks). kind: above; least:
+    a whole number on the command line, at least this (check_positive); passed_on: a flag a
+    batch script passes on when it resumes the run."""
+    return field(default=default, metadata={"help": help, "kind": kind, "least": least,
+                                            "passed_on": passed_on})
+
+
+def of_kind(options_type, kind):
+    """The names of the fields of that kind, in order."""
+    return tuple(f.name for f in fields(options_type) if f.metadata.get("kind") == kind)
 
 
 HELP = {  # the options several tasks share
@@ -46,9 +50,13 @@ def on_command_line(options_type):
     return [f for f in fields(options_type) if f.metadata.get("help")]
 
 
+COMMON_KIND = {"inventory": WHERE, "stack": WHERE, "stacks": WHERE, "size": WHERE,
+               "results": WHERE, "data": CHOOSES}
+
+
 def common(name, default=None):
     """A field whose help is the shared one (HELP)."""
-    return option(default, HELP[name])
+    return option(default, HELP[name], COMMON_KIND[name])
 
 
 @dataclass
@@ -59,56 +67,68 @@ class BenchOptions:
     stack: str = common("stack")
     stacks: str = common("stacks")
     size: str = common("size")
-    run: str = option(help="run id (default: a new one, the start time); an existing run is "
-                           "resumed: its unfinished cells run, its succeeded ones are kept")
-    dry_run: bool = option(False, "print the cells, their estimates and each node's script as "
-                                  "the run will write it; change nothing on any node")
-    benchmarks: str = option(help="comma-separated subset of: {benchmarks}")
-    systems: str = option(help="comma-separated subset of: {systems}")
-    epochs: int = option(help="override the size's epochs")
-    steps: int = option(help="override the size's steps per epoch")
+    run: str = option(
+        kind=WHERE, help="run id (default: a new one, the start time); an existing run is "
+                         "resumed: its unfinished cells run, its succeeded ones are kept")
+    dry_run: bool = option(
+        False, kind=RUNS, help="print the cells, their estimates and each node's script as the "
+                               "run will write it; change nothing on any node")
+    benchmarks: str = option(kind=CHOOSES, help="comma-separated subset of: {benchmarks}")
+    systems: str = option(kind=CHOOSES, help="comma-separated subset of: {systems}")
+    epochs: int = option(kind=CHOOSES, least=1, help="override the size's epochs")
+    steps: int = option(kind=CHOOSES, least=1, help="override the size's steps per epoch")
     data: str = common("data")
-    timeout: int = option(help="seconds before a cell is stopped (default: from the size)")
-    repeats: int = option(help="run every cell N times, each time every cell in a new random "
-                               "order (the analysis gives each setting's expected time a 95% "
-                               "confidence interval) [the verdict size {verdict_repeats}, "
-                               "others 1]")
-    network: str = option(help="emulated cluster only: run the cells at each link setting, e.g. "
-                               "50mbit,1gbit,10gbit (reshaped between settings, recorded per "
-                               "cell)")
-    nodes: str = option(help="scaling: run each cell on the first k hosts for each k, e.g. "
-                             "1,2,3 (local batch stays {local_batch}; provision with the same "
-                             "--nodes)")
+    timeout: int = option(least=1, help="seconds before a cell is stopped (default: from the "
+                                        "size)")
+    repeats: int = option(
+        least=1, help="run every cell N times, each time every cell in a new random order (the "
+                      "analysis gives each setting's expected time a 95% confidence interval) "
+                      "[the verdict size {verdict_repeats}, others 1]")
+    network: str = option(
+        kind=CHOOSES, help="emulated cluster only: run the cells at each link setting, e.g. "
+                           "50mbit,1gbit,10gbit (reshaped between settings, recorded per cell)")
+    nodes: str = option(
+        kind=CHOOSES, help="scaling: run each cell on the first k hosts for each k, e.g. 1,2,3 "
+                           "(local batch stays {local_batch}; provision with the same --nodes)")
     results: str = common("results")
-    fail_fast: bool = option(False, "stop at the first failed cell (the rest stay pending, "
-                                    "resumable)")
-    retry_failed: bool = option(False, "when resuming, run the failed cells again too, and "
-                                       "those disturbed in both attempts")
-    force: bool = option(False, "when resuming, run every cell again (earlier attempts are kept "
-                                "in .attempts/)")
-    profile_steps: int = option(help="profiled steps per cell after the timed ones, for the "
-                                     "operator profiles (0: none) [{profile_steps}]")
-    max_hours: float = option(help="refuse to start a plan expected to take longer (estimates "
-                                   "from earlier runs or `invoke estimate`; see --dry-run)")
-    partition: str = option(help="--inventory slurm outside an allocation: ask Slurm for one in "
-                                 "this partition (nodes and time limit from the plan), run the "
-                                 "plan in it, release it at the end")
-    sbatch: bool = option(False, "--inventory slurm: write a batch script that runs the plan in "
-                                 "one allocation (submitting it again resumes the run)")
-    submit: bool = option(False, "--sbatch, and submit the script (sbatch)")
+    fail_fast: bool = option(
+        False, kind=RUNS, passed_on=True,
+        help="stop at the first failed cell (the rest stay pending, resumable)")
+    retry_failed: bool = option(
+        False, kind=RUNS, passed_on=True,
+        help="when resuming, run the failed cells again too, and those disturbed in both "
+             "attempts")
+    force: bool = option(
+        False, kind=RUNS, passed_on=True,
+        help="when resuming, run every cell again (earlier attempts are kept in .attempts/)")
+    profile_steps: int = option(
+        kind=CHOOSES, least=0, help="profiled steps per cell after the timed ones, for the "
+                                    "operator profiles (0: none) [{profile_steps}]")
+    max_hours: float = option(
+        kind=RUNS, help="refuse to start a plan expected to take longer (estimates from "
+                        "earlier runs or `invoke estimate`; see --dry-run)")
+    partition: str = option(
+        kind=WHERE, help="--inventory slurm outside an allocation: ask Slurm for one in this "
+                         "partition (nodes and time limit from the plan), run the plan in it, "
+                         "release it at the end")
+    sbatch: bool = option(
+        False, kind=WHERE, help="--inventory slurm: write a batch script that runs the plan in "
+                                "one allocation (submitting it again resumes the run)")
+    submit: bool = option(False, kind=WHERE, help="--sbatch, and submit the script (sbatch)")
     # the package's own callers only
     environment: str = option()  # a factor's level (invoke explain): framework -> "NAME=value;..."
     threads: int = option(0)
     # what the self-checks, the fault tests and invoke explain change in a run: objects the
     # run calls at its stages (harness/run/hooks.py), not settings of the run
-    hooks: list = option()
+    hooks: list = option(kind=CALLERS)
 
     @classmethod
     def parsed(cls, **given):
         """From the command line's strings: counts checked and made whole numbers, hours a
         number; a bad value is a UserError that names the option."""
-        for name, least in COUNTS.items():
-            given[name] = check_positive(name, given.get(name), least)
+        for f in fields(cls):
+            if f.metadata.get("least") is not None:
+                given[f.name] = check_positive(f.name, given.get(f.name), f.metadata["least"])
         given["max_hours"] = check_hours(given.get("max_hours"))
         return cls.given(**given)
 
@@ -122,7 +142,7 @@ class BenchOptions:
 
     def chosen(self):
         """The options given that choose cells (a resumed run may not take them)."""
-        given = [k for k in CHOOSING if getattr(self, k) is not None
+        given = [k for k in of_kind(BenchOptions, CHOOSES) if getattr(self, k) is not None
                  and getattr(self, k) != "" and getattr(self, k) is not False]  # 0 is given
         return given + (["repeats"] if (self.repeats or 1) > 1 else [])
 
@@ -133,6 +153,16 @@ class BenchOptions:
                             "plan others" % (run_name, ", --".join(chosen)),
                             "leave them out to resume it, or start a new run (no --run)")
 
+    def choice(self, node_counts=None, networks=None, order_seed=None, stacks=None):
+        """The cells these options choose, as one matrix.Choice (matrix.plan takes it whole):
+        the options that choose cells, with what the run adds (the node counts and link
+        settings it checked, the seed of its order, the stacks cells name)."""
+        return Choice(benchmarks=self.benchmarks, systems=self.systems, epochs=self.epochs,
+                      steps=self.steps, data=self.data, repeats=self.repeats,
+                      profile_steps=self.profile_steps, environment=self.environment,
+                      threads=self.threads or 0, networks=networks, node_counts=node_counts,
+                      order_seed=order_seed, stacks=stacks)
+
     def stack_names(self):
         """The version sets the run's cells run under, in order."""
         return stack_names(self.stacks, self.stack)
@@ -140,7 +170,7 @@ class BenchOptions:
     def manifest(self):
         """What the run's manifest records of them (its cells are listed on their own)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in RUNNING + WHERE + ("hooks",)}
+                if f.metadata.get("kind") in (CHOOSES, SETTING)}
 
     def command_line(self, choosing):
         """`invoke bench` options that ask for the same (choosing: with the cell-choosing
@@ -148,10 +178,11 @@ class BenchOptions:
         args = []
         for name, value in self.manifest().items():
             if value in (None, "", False) or \
-                    (name in CHOOSING + ("repeats",) and not choosing):
+                    (name in of_kind(BenchOptions, CHOOSES) + ("repeats",) and not choosing):
                 continue
             args += ["--" + name.replace("_", "-"), str(value)]
-        return args + ["--" + k.replace("_", "-") for k in FLAGS if getattr(self, k)]
+        return args + ["--" + f.name.replace("_", "-") for f in fields(self)
+                       if f.metadata.get("passed_on") and getattr(self, f.name)]
 
 
 def stack_names(stacks, stack):

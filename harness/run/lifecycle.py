@@ -217,14 +217,9 @@ def run_stacks(options, path, resuming):
 def plan_cells(options, hosts, networks=None, stack_names=None, order_seed=None):
     """The cells of a new run on `hosts` nodes, from bench's options, each under each stack,
     in the order drawn from order_seed (None: the matrix's own order)."""
-    return matrix.plan(options.size, hosts, benchmarks=options.benchmarks,
-                       systems=options.systems, epochs=options.epochs, steps=options.steps,
-                       data=options.data, repeats=options.repeats, networks=networks,
-                       order_seed=order_seed,
-                       node_counts=provision.node_counts(options.nodes, hosts),
-                       profile_steps=options.profile_steps,
-                       environment=options.environment, threads=options.threads or 0,
-                       stacks=stacks_apart(stack_names or options.stack_names()))
+    return matrix.plan(options.size, hosts, options.choice(
+        provision.node_counts(options.nodes, hosts), networks, order_seed,
+        stacks_apart(stack_names or options.stack_names())))
 
 
 def stacks_apart(names):
