@@ -87,7 +87,7 @@ def _exit_unless_whole(unfinished, run_id):
 
 
 def _listed():
-    """What the help texts list, read from the repository (stacks/, inventory/, the profiles
+    """What the help texts list, read from the repository (stacks/, inventory/, the sizes
     and benchmarks), so that they cannot lag behind it."""
     from bench.common import samemath
     from harness.nodes import inventory

@@ -55,7 +55,7 @@ PLANTED = node_side.PLANTED
 
 def run(inventory_name, stack_name, results, benchmark="lenet5-cifar10", systems=None,
         planted="", floor=None, against=None):
-    """Provision, run the `math` profile, collect, compare; returns the verdict (see
+    """Provision, run the `math` size, collect, compare; returns the verdict (see
     compare) with the run's path. Prints the table and writes math.md, math.json and the
     loss curves beside the run. benchmark: lenet5-cifar10 (the check in CI) or a ResNet (a
     benchmark of minutes). floor (default: on for a ResNet): run the synchronous

@@ -48,7 +48,7 @@ def only_disturbed(result):
 
 @pytest.fixture(scope="session")
 def provisioned():
-    """The local cluster with the current stack and the smoke profile's data (real Ansible)."""
+    """The local cluster with the current stack and the smoke size's data (real Ansible)."""
     return invoke("provision")
 
 

@@ -702,7 +702,7 @@ def test_the_claims_say_what_their_evidence_is(tmp_path):
     spread = np.linspace(0.9, 1.1, 30)
     cells = [known_run.cell(c["benchmark"], c["system"], c["seconds"], steps=30, epochs=1,
                             samples=c["seconds"] / 30 * spread) for c in matrix(2.65)]
-    run = known_run.write_run(tmp_path / "one", cells, manifest={"profile": "smoke"})
+    run = known_run.write_run(tmp_path / "one", cells, manifest={"size": "smoke"})
     text = report.build(run, quiet=True)["report"].read_text()
     assert "**The smoke size checks the machinery; it is not a measurement.**" in text
     assert "**One repeat per cell: run-to-run variation was not measured.**" in text
@@ -893,7 +893,7 @@ def test_a_cell_with_one_usable_repeat_takes_the_variation_of_its_benchmark(tmp_
 
 def test_one_repeat_everywhere_is_indicative_or_takes_a_calibrations_variation(tmp_path):
     """One repeat of every cell: without a calibration the verdicts are indicative; with the
-    newest calibration beside the run, on the same CPU, for the run's profile, each interval
+    newest calibration beside the run, on the same CPU, for the run's size, each interval
     is the run's value x/ exp(t(df) x s), and the report names that calibration."""
     cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 265.0), ("pytorch-sync", 100.0))]
@@ -901,7 +901,7 @@ def test_one_repeat_everywhere_is_indicative_or_takes_a_calibrations_variation(t
     text = report.build(run, quiet=True)["report"].read_text()
     assert "**One repeat per cell: run-to-run variation was not measured.**" in text
     manifest = json.loads((run / "manifest.json").read_text())
-    manifest.update(profile="paper", cpu={"node1": {"model": "Test CPU"}})
+    manifest.update(size="paper", cpu={"node1": {"model": "Test CPU"}})
     (run / "manifest.json").write_text(json.dumps(manifest))
     for name, cpu in (("calibration-20261128-100000", ["Test CPU"]),
                       ("calibration-20261128-110000", ["Another CPU"])):  # newer, not this CPU

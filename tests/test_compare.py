@@ -79,7 +79,7 @@ def test_a_finding_of_2021s_software_and_the_change(tmp_path):
 
 def test_runs_that_differ_in_more_than_the_stack_are_named(tmp_path):
     old = run(tmp_path, "old", "paper-py39", PAPER_ERA, 2.65)
-    new = run(tmp_path, "new", "current", TODAY, 2.65, profile="quick")
+    new = run(tmp_path, "new", "current", TODAY, 2.65, size="quick")
     found = compare.build(old, new, tmp_path / "cmp", quiet=True)
     assert found["differences"] == [("size", "fixture", "quick")]
     text = (tmp_path / "cmp" / "report.md").read_text()

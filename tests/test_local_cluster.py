@@ -481,7 +481,7 @@ def test_a_small_explain_ladder_runs_every_rung_with_its_level(provisioned, tmp_
     # today's) and TensorFlow's input cache (a what-if from today's): three settings, four cells
     out = invoke("explain", "--benchmarks", "lenet5-cifar10", "--claims",
                  "tf_sync_vs_mxnet_sync", "--factors", "tf_kernels,tf_input_cache",
-                 "--profile", "smoke", "--repeats", "1", "--results", str(tmp_path)).stdout
+                 "--size", "smoke", "--repeats", "1", "--results", str(tmp_path)).stdout
     assert "rung tf_kernels 0 -> 1" in out and "rung tf_input_cache 1 -> 0" in out, out
     (folder,) = tmp_path.glob("explain-*[0-9]")
     found = json.loads((folder / "explain.json").read_text())
@@ -525,7 +525,7 @@ def test_explain_names_a_stack_that_is_not_provisioned_before_any_cell_runs(prov
         "psutil==7.2.2", "psutil==7.2.1").replace("name: current", "name: unbuilt"))
     out = invoke("explain", "--stack", str(stack), "--benchmarks", "lenet5-cifar10",
                  "--claims", "tf_sync_vs_mxnet_sync", "--factors", "tf_input_cache",
-                 "--profile", "smoke", "--repeats", "1", "--results", str(tmp_path),
+                 "--size", "smoke", "--repeats", "1", "--results", str(tmp_path),
                  check=False)
     assert out.returncode != 0
     said = out.stderr + out.stdout

@@ -95,11 +95,11 @@ def test_a_rendezvous_is_node_ones_address_and_port():
 
 
 def test_the_agree_channel_serves_verdict_votes_and_tensorflow_syncs_barriers():
-    """tensorflow-sync's barriers use the channel in every profile (a TensorFlow all-reduce as
+    """tensorflow-sync's barriers use the channel at every size (a TensorFlow all-reduce as
     the last barrier let a worker leave while its peer still read from it); the other modes
     only vote, in the verdict size; the asynchronous modes never wait for each other."""
-    def address(profile, system):
-        return layout.agree_address(matrix.plan(profile, 3, systems=system)[0], NODES)
+    def address(size, system):
+        return layout.agree_address(matrix.plan(size, 3, systems=system)[0], NODES)
     assert address("smoke", "tensorflow-sync") == "10.0.0.1:29502"
     assert address("smoke", "pytorch-sync") is None
     assert address("verdict", "pytorch-sync") == "10.0.0.1:29502"
@@ -132,7 +132,7 @@ def test_a_run_carries_its_own_entries_to_the_analysis():
 
 def test_the_help_texts_list_what_the_repository_holds():
     """`invoke --help bench` names every stack in stacks/, every inventory in inventory/, every
-    benchmark and every profile's profiled steps: they are read from the files, not written
+    benchmark and every size's profiled steps: they are read from the files, not written
     by hand."""
     import subprocess
     import sys

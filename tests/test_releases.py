@@ -25,7 +25,7 @@ def two_stack_run(tmp_path, benchmarks=claims.PAPER_BENCHMARKS):
         "stacks": [{"name": "paper-py39"}, {"name": "current"}],
         "installed": {"paper-py39": {n: PAPER_ERA for n in FACTS},
                       "current": {n: TODAY for n in FACTS}},
-        "host_facts": FACTS, "profile": "verdict"})
+        "host_facts": FACTS, "size": "verdict"})
     # what each launch took: today's TensorFlow cells 12 s, the others 6 s
     folder = RunFolder(path)
     for c in folder.manifest()["cells"]:

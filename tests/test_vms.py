@@ -144,7 +144,7 @@ def test_the_vms_reach_each_other_on_the_package_network(vms):
 
 @pytest.mark.timeout(2700)  # provisioning the VMs (its fixture) took 312-780 s of it
 def test_a_system_mode_end_to_end_through_the_vms(provisioned_vms, tmp_path):
-    # no operator profile, 4 steps (2 timed) instead of the smoke profile's 12, and no
+    # no operator profile, 4 steps (2 timed) instead of the smoke size's 12, and no
     # calibration pass on emulated CPUs (harness/run/launch.py calibration): its subject is
     # the path through the VMs (the profiler, the step statistics and the breakdown are the
     # local cluster's tests'), and each step of emulated MXNet took 22.6 s here (start-up

@@ -60,7 +60,7 @@ def cluster_spec(cell, nodes, role, rank):
 
 def agree_address(cell, nodes):
     """host:port where worker 0 of a synchronous cell takes the workers' stop votes (the verdict
-    profile) or, in every profile, holds the barriers of a system-mode whose registry entry says
+    size) or, at every size, holds the barriers of a system-mode whose registry entry says
     `barrier: agree` (bench/common/agree.py); None where neither applies."""
     voting = cell.precision and cell.mode == "sync"
     if not (voting or registry.system(cell.system).get("barrier") == "agree"):
