@@ -252,40 +252,23 @@ def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=
                   check_positive("steps", steps))
 
 
-@task(name="fault-bench", help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
-                                "systems": "comma-separated subset of system-modes [all five]",
-                                "steps": "steps of each cell (the fault comes at step 2) [200]",
-                                "random": "instead: N faults, each a random role of a random "
-                                          "system-mode killed at a random moment; prints "
-                                          "per role detection, cleanup, strays, next cell, "
-                                          "records lost",
-                                "seed": "--random's seed (default: a new one, printed)",
-                                "campaign": "instead: every role of every system-mode killed "
-                                            "once in training and stopped once before its "
-                                            "first step, in one run; prints per fault when "
-                                            "it was detected and whether the reason named "
-                                            "the role and node",
-                                "results": "results folder [invoke.yaml: results]"})
-@_user_errors
-def fault_bench(c, inventory=None, stack=None, systems=None, steps=200, results=None,
-                random=None, seed=None, campaign=False):
+@_options_task(options.FaultBenchOptions, name="fault-bench")
+def fault_bench(c, given):
     """Benchmark: per system-mode, kill node 2's worker mid-cell; print launch-to-first-step,
     detection, cleanup, strays, and a no-op provisioning re-run. --campaign: every role
     killed and stopped once; --random N: a campaign of random faults of every role."""
-    from selfcheck import faults
-    o = _options(c, inventory=inventory, stack=stack, results=results)
-    if campaign:
-        from selfcheck import campaign as campaigns
-        campaigns.fixed(o.inventory, o.stack, o.results, systems)
-        return
-    if random is not None:
+    from selfcheck import campaign, faults
+    o = options.FaultBenchOptions(**_where(c, given))
+    if o.campaign:
+        campaign.fixed(o.inventory, o.stack, o.results, o.systems)
+    elif o.random is not None:
         import secrets
-        from selfcheck import campaign
-        campaign.run(o.inventory, o.stack, o.results, check_positive("random", random),
-                     seed=int(seed) if seed is not None else secrets.randbelow(10 ** 6),
-                     systems=systems)
-        return
-    faults.benchmark(o.inventory, o.stack, o.results, systems, check_positive("steps", steps))
+        campaign.run(o.inventory, o.stack, o.results, check_positive("random", o.random),
+                     seed=int(o.seed) if o.seed is not None else secrets.randbelow(10 ** 6),
+                     systems=o.systems)
+    else:
+        faults.benchmark(o.inventory, o.stack, o.results, o.systems,
+                         check_positive("steps", o.steps))
 
 
 @task(name="slurm-bench", help={"stack": COMMON["stack"],

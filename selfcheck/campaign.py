@@ -26,7 +26,7 @@ import dataclasses
 from harness.plan import layout, matrix
 from harness.run import hooks
 from contract import nodefolder, runfolder
-from selfcheck.faults import KillWhenTraining, next_cell, run_order, strays
+from selfcheck.faults import KillWhenTraining, keep, next_cell, run_order, strays
 
 DETECTION_GOAL = 10.0
 STOP_GOAL = 30.0
@@ -52,10 +52,8 @@ def run(inventory_name, stack_name, results, count, seed=None, systems=None):
             rows.append(row)
     table = summarise(rows)
     print_table(table, len(rows), seed)
-    out = Path(results) / ("fault-campaign-%s.json" % run_manifest.new_run_id())
-    runfolder.write_json(out, {"inventory": inventory_name, "seed": seed, "rows": rows,
-                               "per_role": table})
-    print("written to %s" % out)
+    keep(results, "fault-campaign", {"inventory": inventory_name, "seed": seed, "rows": rows,
+                                     "per_role": table})
     return rows, table
 
 
@@ -171,10 +169,8 @@ def fixed(inventory_name, stack_name, results, systems=None):
             for (cell, node, role, rank, fault, _), killer in zip(plan, killers)]
     left = sum(len(p) for p in strays(nodes_mod.connect_all(inv), run_id).values())
     print_fixed(rows, left)
-    out = Path(results) / ("fault-campaign-fixed-%s.json" % run_manifest.new_run_id())
-    runfolder.write_json(out, {"inventory": inventory_name, "run": run_id, "rows": rows,
-                               "strays": left})
-    print("written to %s" % out)
+    keep(results, "fault-campaign-fixed", {"inventory": inventory_name, "run": run_id,
+                                           "rows": rows, "strays": left})
     return rows, left
 
 

@@ -100,6 +100,14 @@ class KillWhenTraining(hooks.Hook):
         return any(p.get("step", 0) >= self.step for p in trigger)
 
 
+def keep(results, name, table):
+    """A fault benchmark's table, as results/<name>-<time>.json; says where."""
+    out = Path(results) / ("%s-%s.json" % (name, run_manifest.new_run_id()))
+    runfolder.write_json(out, table)
+    print("written to %s" % out)
+    return out
+
+
 def strays(nodes, run_id):
     """node -> pids still running in the run's folders (0 everywhere after a clean stop)."""
     return {node.name: node.processes_in(run_folder(node, run_id)) for node in nodes}
@@ -123,9 +131,7 @@ def benchmark(inventory_name, stack_name, results, systems=None, steps=200):
     for system in chosen:
         rows.append(fault_row(inv, inventory_name, stack_name, results, system, steps))
     print_table(rows)
-    out = Path(results) / ("fault-bench-%s.json" % run_manifest.new_run_id())
-    runfolder.write_json(out, {"inventory": inventory_name, "steps": steps, "rows": rows})
-    print("written to %s" % out)
+    keep(results, "fault-bench", {"inventory": inventory_name, "steps": steps, "rows": rows})
     return rows
 
 

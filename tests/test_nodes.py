@@ -164,6 +164,11 @@ def test_a_role_is_stopped_when_it_or_its_trainer_is_in_state_t():
     assert nodes.alive(text) and nodes.stopped(text)
     assert not nodes.stopped("S\nS") and nodes.stopped("T")
     assert nodes.tree_state(6, lambda path: proc_files.get(path, "")) == ""  # gone
+    # once the trainer wrote its progress: its own state, not every child's
+    read = []
+    text = nodes.tree_state(7, lambda path: read.append(path) or proc_files.get(path, ""),
+                            '{"phase": "train", "pid": 8}')
+    assert text == "S\nT" and "/proc/7/task/7/children" not in read
     assert not nodes.alive("") and not nodes.alive("Z\nS")
 
 

@@ -31,10 +31,10 @@ def _read(path):
         return ""
 
 
-def _stat_state(pid):
-    """What STATE prints for a local pid, from /proc: its state letter and its children's, a
-    line each; "" when it is gone."""
-    return tree_state(pid, _read_proc)
+def _stat_state(pid, progress_text=""):
+    """What STATE prints for a local pid, from /proc: its state letter and its trainer's (or
+    its children's), a line each; "" when it is gone."""
+    return tree_state(pid, _read_proc, progress_text)
 
 
 def _read_proc(path):
@@ -44,13 +44,20 @@ def _read_proc(path):
         return ""
 
 
-def tree_state(pid, read):
-    """A pid's state letter, then its children's, a line each, from read(path) of /proc's
-    files (this machine's, or a node's through SFTP): "" when it is gone."""
+TRAINER_PID = re.compile(r'"pid":\s*(\d+)')
+
+
+def tree_state(pid, read, progress_text=""):
+    """A pid's state letter, then its trainer's, a line each, from read(path) of /proc's
+    files (this machine's, or a node's through SFTP): "" when it is gone. The trainer is the
+    pid its progress file gives (one read more a poll); before it wrote one, every child of
+    the role's shell (a read per child)."""
     own = state_letter(read("/proc/%d/stat" % pid))
     if not own:
         return ""
-    children = read("/proc/%d/task/%d/children" % (pid, pid)).split()
+    trainer = TRAINER_PID.search(progress_text or "")
+    children = [trainer.group(1)] if trainer else \
+        read("/proc/%d/task/%d/children" % (pid, pid)).split()
     return "\n".join([own] + [state_letter(read("/proc/%s/stat" % child))
                               for child in children if child.isdigit()])
 
@@ -288,8 +295,8 @@ class LocalNode(Node):
             (folder / nodefolder.LEASE).touch()
         except OSError as exc:
             raise UserError("%s did not answer its poll: %s" % (self.name, exc))
-        return (_read(folder / nodefolder.PROGRESS), _stat_state(pid),
-                _read(folder / nodefolder.EXIT_CODE))
+        progress = _read(folder / nodefolder.PROGRESS)
+        return progress, _stat_state(pid, progress), _read(folder / nodefolder.EXIT_CODE)
 
     def read_text(self, path):
         try:
@@ -326,8 +333,8 @@ class SshNode(Node):
         folder = str(out_dir).rstrip("/") + "/"
         try:
             if sftp is not None and _sftp_touch(sftp, folder + nodefolder.LEASE):
-                return (_sftp_read(sftp, folder + nodefolder.PROGRESS),
-                        tree_state(pid, lambda path: _sftp_read(sftp, path)),
+                progress = _sftp_read(sftp, folder + nodefolder.PROGRESS)
+                return (progress, tree_state(pid, lambda path: _sftp_read(sftp, path), progress),
                         _sftp_read(sftp, folder + nodefolder.EXIT_CODE))
         except Exception as exc:  # noqa: BLE001 (paramiko's and the socket's: the link)
             if self._conn is conn:  # not one a later poll made after this one hung

@@ -310,6 +310,24 @@ class IntervalCheckOptions:
 
 
 @dataclass
+class FaultBenchOptions:
+    """`invoke fault-bench`'s options."""
+    inventory: str = common("inventory")
+    stack: str = common("stack")
+    systems: str = option(help="comma-separated subset of system-modes [all five]")
+    steps: int = option(200, "steps of each cell (the fault comes at step 2) [200]")
+    results: str = common("results")
+    random: int = option(help="instead: N faults, each a random role of a random system-mode "
+                              "killed at a random moment; prints per role detection, cleanup, "
+                              "strays, next cell, records lost")
+    seed: int = option(help="--random's seed (default: a new one, printed)")
+    campaign: bool = option(False, "instead: every role of every system-mode killed once in "
+                                   "training and stopped once before its first step, in one "
+                                   "run; prints per fault when it was detected and whether the "
+                                   "reason named the role and node")
+
+
+@dataclass
 class ExplainOptions:
     """`invoke explain`'s options."""
     inventory: str = common("inventory")
