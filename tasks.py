@@ -11,8 +11,9 @@ import invoke
 from invoke import Collection, Exit
 
 import registry
-from harness.plan import options
-from harness.plan.options import BenchOptions, check_positive
+from harness.plan import options, task_options as more
+from harness.plan.options import BenchOptions
+from harness.plan.task_options import built, listed
 
 
 class _Task(invoke.Task):
@@ -56,7 +57,8 @@ def _command_line(options_type):
     the old name of --size after --size."""
     out = []
     for f in options.on_command_line(options_type):
-        out.append((f.name, f.default, _help(f.metadata["help"])))
+        default = inspect.Parameter.empty if f.metadata.get("required") else f.default
+        out.append((f.name, default, _help(f.metadata["help"])))
         if f.name == "size":
             out.append((OLD_SIZE, None, OLD_SIZE_HELP))
     return out
@@ -99,7 +101,8 @@ def _listed():
         inventories=", ".join(files + ["%s (written by `%s`)" % (name, how) for name, how
                                        in sorted(inventory.GENERATED.items())
                                        if name not in files]),
-        benchmarks=",".join(matrix.BENCHMARKS), planted=samemath.PLANTED,
+        benchmarks=",".join(matrix.BENCHMARKS), planted_list=", ".join(samemath.PLANTED),
+        frameworks=",".join(registry.frameworks()), vm_smoke=registry.vm_smoke(),
         profile_steps=", ".join("%s %d" % (name, size.profile_steps)
                                 for name, size in matrix.SIZES.items()),
         local_batch=matrix.LOCAL_BATCH, verdict_repeats=matrix.SIZES["verdict"].repeats,
@@ -131,8 +134,10 @@ def _options_task(options_type, **task_args):
             return function(c, given)
         body.__signature__ = inspect.Signature(parameters)
         del body.__wrapped__  # Invoke reads the signature above, not function's
-        return task(help={name: text for name, _, text in on_line},
+        made = task(help={name: text for name, _, text in on_line},
                     **task_args)(_user_errors(body))
+        made.options_type = options_type
+        return made
     return decorate
 
 
@@ -152,8 +157,6 @@ def _where(c, given):
         out["stacks"] = ",".join(size.stacks if size else ()) or None
     return out
 
-
-COMMON = {name: _help(text) for name, text in options.HELP.items() if name != "results"}
 
 
 @_options_task(options.ProvisionOptions)
@@ -182,36 +185,30 @@ def estimate(c, given):
     commands.estimate_run(options.EstimateOptions(**_where(c, given)))
 
 
-@task(help={"inventory": COMMON["inventory"], "run": "run id (default: the latest)",
-            "results": "results folder [invoke.yaml: results]"})
-@_user_errors
-def collect(c, inventory=None, run=None, results=None):
+@_options_task(more.CollectOptions)
+def collect(c, given):
     """Fetch results and logs from every node; write manifest.json and records.jsonl."""
     from harness import commands
-    o = _options(c, inventory=inventory, results=results)
-    commands.collect_run(o.inventory, o.results, run)
+    o = built(more.CollectOptions, _where(c, given))
+    commands.collect_run(o.inventory, o.results, o.run)
 
 
-@task(help={"run": "run id (default: the latest), or an explain folder (explain-<id>)",
-            "results": "results folder [invoke.yaml: results]"})
-@_user_errors
-def analyze(c, run=None, results=None):
+@_options_task(more.AnalyzeOptions)
+def analyze(c, given):
     """Tidy table, figures (PNG, PDF) and report.md for a run; for an explain folder, its
     result rebuilt from its plan.json and the runs."""
     from harness import commands
-    commands.analyze(_options(c, results=results).results, run)
+    o = built(more.AnalyzeOptions, _where(c, given))
+    commands.analyze(o.results, o.run)
 
 
-@task(help={"run_a": "the first run's id (e.g. a run on the paper-py39 stack)",
-            "run_b": "the second run's id (e.g. the same matrix on the current stack)",
-            "results": "results folder [invoke.yaml: results]",
-            "out": "folder for the report [<results>/compare-<A>-vs-<B>]"})
-@_user_errors
-def compare(c, run_a, run_b, results=None, out=None):
+@_options_task(more.CompareOptions)
+def compare(c, given):
     """Two runs side by side: every claim and cell with both values, intervals and the change,
     and whether each finding holds under one stack, both or neither."""
     from harness import commands
-    commands.compare(_options(c, results=results).results, run_a, run_b, out)
+    o = built(more.CompareOptions, _where(c, given))
+    commands.compare(o.results, o.run_a, o.run_b, o.out)
 
 
 @_options_task(options.ReproduceOptions)
@@ -224,32 +221,21 @@ def reproduce(c, given):
     _exit_unless_whole(built["unfinished"], built["run_id"])
 
 
-@task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
-            "benchmark": "benchmark whose network runs [lenet5-cifar10]",
-            "steps": "measured steps per run [200]", "rounds": "bare/instrumented pairs [5]",
-            "frameworks": "comma-separated subset of %s [all]" % ",".join(registry.frameworks())})
-@_user_errors
-def overhead(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=200, rounds=5,
-             frameworks=None):
+@_options_task(more.OverheadOptions)
+def overhead(c, given):
     """Benchmark: each framework's loop bare and instrumented on node 1; prints the ratio."""
     from selfcheck import overhead_check as oh
-    o = _options(c, inventory=inventory, stack=stack)
-    oh.run(o.inventory, o.stack, benchmark,
-           check_positive("steps", steps), check_positive("rounds", rounds),
-           frameworks.split(",") if frameworks else None)
+    o = built(more.OverheadOptions, _where(c, given))
+    oh.run(o.inventory, o.stack, o.benchmark, o.steps, o.rounds, listed(o.frameworks))
 
 
-@task(help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
-            "benchmark": "benchmark whose network runs [lenet5-cifar10]",
-            "steps": "calibration and profiled steps [20]"})
-@_user_errors
-def crosscheck(c, inventory=None, stack=None, benchmark="lenet5-cifar10", steps=20):
+@_options_task(more.CrosscheckOptions)
+def crosscheck(c, given):
     """Benchmark: forward/backward from the calibration vs the profiler's operator times (the
     framework with a cross-check in registry/systems.yml)."""
     from selfcheck import overhead_check as oh
-    o = _options(c, inventory=inventory, stack=stack)
-    oh.crosscheck(o.inventory, o.stack, benchmark,
-                  check_positive("steps", steps))
+    o = built(more.CrosscheckOptions, _where(c, given))
+    oh.crosscheck(o.inventory, o.stack, o.benchmark, o.steps)
 
 
 @_options_task(options.FaultBenchOptions, name="fault-bench")
@@ -258,72 +244,59 @@ def fault_bench(c, given):
     detection, cleanup, strays, and a no-op provisioning re-run. --campaign: every role
     killed and stopped once; --random N: a campaign of random faults of every role."""
     from selfcheck import campaign, faults
-    o = options.FaultBenchOptions(**_where(c, given))
+    o = built(options.FaultBenchOptions, _where(c, given))
     if o.campaign:
         campaign.fixed(o.inventory, o.stack, o.results, o.systems)
     elif o.random is not None:
         import secrets
-        campaign.run(o.inventory, o.stack, o.results, check_positive("random", o.random),
+        campaign.run(o.inventory, o.stack, o.results, o.random,
                      seed=int(o.seed) if o.seed is not None else secrets.randbelow(10 ** 6),
                      systems=o.systems)
     else:
-        faults.benchmark(o.inventory, o.stack, o.results, o.systems,
-                         check_positive("steps", o.steps))
+        faults.benchmark(o.inventory, o.stack, o.results, o.systems, o.steps)
 
 
-@task(name="slurm-bench", help={"stack": COMMON["stack"],
-                                "repeats": "smoke runs each way, interleaved [2]",
-                                "systems": "comma-separated subset [all five]",
-                                "results": "results folder [invoke.yaml: results]"})
-@_user_errors
-def slurm_bench(c, stack=None, repeats=2, systems=None, results=None):
+@_options_task(more.SlurmBenchOptions, name="slurm-bench")
+def slurm_bench(c, given):
     """Benchmark (root, `cluster.up --slurm`): the smoke matrix on the emulated hosts over SSH
     and through Slurm job steps, interleaved; per system-mode the cell's wall time each way."""
     from selfcheck import launchers
-    o = _options(c, stack=stack, results=results)
-    launchers.run(o.stack, o.results, check_positive("repeats", repeats), systems)
+    o = built(more.SlurmBenchOptions, _where(c, given))
+    launchers.run(o.stack, o.results, o.repeats, o.systems)
 
 
-@task(name="analysis-bench", help={"repeats": "repeats of each of the 30 cells [3]",
-                                   "hours": "hours of 1 Hz memory log per process [1]"})
-def analysis_bench(c, repeats=3, hours=1.0):
+@_options_task(more.AnalysisBenchOptions, name="analysis-bench")
+def analysis_bench(c, given):
     """Benchmark: time the analysis of a paper-sized, hand-made run (goal < 30 s)."""
     from selfcheck import analysis_bench
-    analysis_bench.run(int(repeats), float(hours))
+    o = built(more.AnalysisBenchOptions, given)
+    analysis_bench.run(o.repeats, float(o.hours))
 
 
-@task(help={"run": "run id (default: the latest)", "results": "results folder [invoke.yaml: "
-            "results]", "verify": "path of an artifact to check instead: its sums, and its "
-            "report rebuilt from its records"})
-@_user_errors
-def artifact(c, run=None, results=None, verify=None):
+@_options_task(more.ArtifactOptions)
+def artifact(c, given):
     """One archive of a run for artifact evaluation: results, logs, report, environments,
     provenance, ARTIFACT.md (ACM badges) and SHA256SUMS; or --verify one."""
     from harness.results import artifact as bundle
-    if verify:
-        differing = bundle.verify(verify)
+    o = built(more.ArtifactOptions, _where(c, given))
+    if o.verify:
+        differing = bundle.verify(o.verify)
         for archived, rebuilt in differing[:20]:
             print("- archived: %s\n+ rebuilt:  %s" % (archived, rebuilt))
         if differing:
             raise Exit("error: the rebuilt report differs from the archived one", code=1)
         return
-    bundle.build(_options(c, results=results).results, run)
+    bundle.build(o.results, o.run)
 
 
-@task(name="verdict-check", help={"inventory": COMMON["inventory"], "stack": COMMON["stack"],
-                                  "systems": "comma-separated subset [all five]",
-                                  "benchmark": "the benchmark run at full length "
-                                               "[lenet5-cifar10]",
-                                  "results": "results folder [invoke.yaml: results]"})
-@_user_errors
-def verdict_check(c, inventory=None, stack=None, systems=None, benchmark="lenet5-cifar10",
-                  results=None):
+@_options_task(more.VerdictCheckOptions, name="verdict-check")
+def verdict_check(c, given):
     """Benchmark: one benchmark (LeNet-5) at the paper's full length against the verdict
     size's projection of it, per system-mode (goal: error within 5%); prints the table and
     both wall times."""
     from selfcheck import validation
-    o = _options(c, inventory=inventory, stack=stack, results=results)
-    validation.run(o.inventory, o.stack, o.results, systems=systems, benchmark=benchmark)
+    o = built(more.VerdictCheckOptions, _where(c, given))
+    validation.run(o.inventory, o.stack, o.results, systems=o.systems, benchmark=o.benchmark)
 
 
 @_options_task(options.IntervalCheckOptions, name="interval-check")
@@ -338,53 +311,32 @@ def interval_check(c, given):
     if given["again"]:
         calibrating.again(given["again"], given["results"])
         return
-    given.update(short=check_positive("short", given["short"], 1),
-                 full=check_positive("full", given["full"], 2))
-    calibrating.run(options.IntervalCheckOptions(**given))
+    calibrating.run(built(options.IntervalCheckOptions, given))
 
 
-@task(name="same-math", help={
-    "inventory": COMMON["inventory"], "stack": COMMON["stack"],
-    "systems": "comma-separated subset of system-modes [all five]",
-    "results": "results folder [invoke.yaml: results]",
-    "benchmark": "lenet5-cifar10 (the check CI runs) or resnet18-cifar10 / resnet50-cifar10 "
-                 "(minutes) [lenet5-cifar10]",
-    "plant": "put in one error on purpose, which the check must catch (a test of the "
-             "check): one of %s" % ", ".join(LISTED.planted),
-    "floor": "also run each framework against itself from perturbed weights and let the "
-             "tolerance follow that noise floor (always on for the ResNets)"})
-@_user_errors
-def same_math(c, inventory=None, stack=None, systems=None, results=None, plant="",
-              benchmark="lenet5-cifar10", floor=False):
+@_options_task(more.SameMathOptions, name="same-math")
+def same_math(c, given):
     """Check: the five system-modes train a network for 30 steps from the same weights and
     batches; losses and weights must agree across frameworks. Exits 1 when they do not."""
     from selfcheck import math_check
-    o = _options(c, inventory=inventory, stack=stack, results=results)
-    if plant and plant not in math_check.PLANTED:
+    o = built(more.SameMathOptions, _where(c, given))
+    if o.plant and o.plant not in math_check.PLANTED:
         raise Exit("error: unknown --plant %r; use one of %s"
-                   % (plant, ", ".join(math_check.PLANTED)), code=2)
-    found = math_check.run(o.inventory, o.stack, o.results, benchmark=benchmark,
-                           systems=systems, planted=plant, floor=True if floor else None)
+                   % (o.plant, ", ".join(math_check.PLANTED)), code=2)
+    found = math_check.run(o.inventory, o.stack, o.results, benchmark=o.benchmark,
+                           systems=o.systems, planted=o.plant, floor=True if o.floor else None)
     if not found["ok"]:
         raise Exit("same-math: the frameworks' arithmetic differs (above)", code=1)
 
 
-@task(name="reference-check", help={
-    "inventory": COMMON["inventory"], "stack": COMMON["stack"],
-    "rounds": "interleaved rounds [6]", "steps": "steps of each model per round [5]",
-    "frameworks": "comma-separated subset of %s [all]" % ",".join(registry.frameworks()),
-    "networks": "comma-separated subset of resnet18, resnet50, alexnet [all]"})
-@_user_errors
-def reference_check(c, inventory=None, stack=None, rounds=6, steps=5, frameworks=None,
-                    networks=None):
+@_options_task(more.ReferenceCheckOptions, name="reference-check")
+def reference_check(c, given):
     """Benchmark: each network against its framework's own (torchvision, Gluon model zoo,
     keras.applications) on node 1, interleaved rounds; prints the ratios (goal: within 10%)."""
     from selfcheck import reference_check
-    o = _options(c, inventory=inventory, stack=stack)
-    reference_check.run(o.inventory, o.stack, check_positive("rounds", rounds),
-                  check_positive("steps", steps),
-                  frameworks.split(",") if frameworks else None,
-                  networks.split(",") if networks else None)
+    o = built(more.ReferenceCheckOptions, _where(c, given))
+    reference_check.run(o.inventory, o.stack, o.rounds, o.steps, listed(o.frameworks),
+                        listed(o.networks))
 
 
 @_options_task(options.ExplainOptions)
@@ -393,20 +345,18 @@ def explain(c, given):
     settings it needs and writes results/explain-<id>/ (table, waterfalls, sentences)."""
     from harness import commands, ladder_run
     size = _size(given.pop("size"), given.pop(OLD_SIZE)) or "quick"  # not invoke.yaml's
-    o = options.ExplainOptions(size=size, **_where(c, given))
-    o.repeats = check_positive("repeats", o.repeats)
+    o = built(options.ExplainOptions, dict(_where(c, given), size=size))
     found = ladder_run.run(o)
     if o.run:
         commands.attach_explain(o.results, o.run, found["path"])
 
 
-@task(name="stack-envs", help={"stack": "one stack (default: every stack in stacks/)"})
-@_user_errors
-def stack_envs(c, stack=None):
+@_options_task(more.StackEnvsOptions, name="stack-envs")
+def stack_envs(c, given):
     """Write stacks/conda/<stack>-<framework>.yml, the conda environment files provisioning
     builds on nodes whose Python comes from conda (Vagrant, the paper stack)."""
     from harness.nodes import stacks
-    for path in stacks.write_conda_envs(stack):
+    for path in stacks.write_conda_envs(built(more.StackEnvsOptions, given).stack):
         print(path)
 
 
@@ -435,20 +385,13 @@ def cluster_status(c):
     cluster.status()
 
 
-@task(name="vm-bench", help={
-    "stack": "stack whose Python the box has [paper-py39]",
-    "systems": "comma-separated system-modes, one smoke cell each [%s]" % registry.vm_smoke(),
-    "benchmark": "the smoke cells' benchmark [lenet5-cifar10]",
-    "results": "results folder [invoke.yaml: results]",
-    "keep": "leave the VMs up at the end"})
-@_user_errors
-def vm_bench(c, stack="paper-py39", systems=None, benchmark="lenet5-cifar10",
-             results=None, keep=False):
+@_options_task(more.VmBenchOptions, name="vm-bench")
+def vm_bench(c, given):
     """Benchmark: the Vagrant VMs from a cold start (box, boot to SSH per VM, provisioning per
     framework, one smoke cell per system-mode) under the accelerator used; prints the times."""
     from selfcheck import vmbench
-    o = _options(c, results=results)
-    vmbench.run(stack, o.results, systems=systems, benchmark=benchmark, keep=keep)
+    o = built(more.VmBenchOptions, _where(c, given))
+    vmbench.run(o.stack, o.results, systems=o.systems, benchmark=o.benchmark, keep=o.keep)
 
 
 # --- Vagrant VMs: `invoke vagrant.box`, `vagrant.down` -------------------------------------

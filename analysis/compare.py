@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from contract import manifest as manifests, runfolder
+from contract import compare_folder, manifest as manifests, runfolder
 from contract.errors import UserError
 from contract.runfolder import RunFolder
 
@@ -31,9 +31,9 @@ def build(run_a, run_b, out=None, quiet=False):
     cells = cell_rows(a, b)
     ops = operator_rows(a, b)
     pd.DataFrame([{k: v for k, v in r.items() if k != "boot"} for r in rows]).to_csv(
-        out / "claims.csv", index=False)
-    pd.DataFrame(cells).to_csv(out / "cells.csv", index=False)
-    pd.DataFrame(ops).to_csv(out / "operators.csv", index=False)
+        out / compare_folder.CLAIMS_TABLE, index=False)
+    pd.DataFrame(cells).to_csv(out / compare_folder.CELLS_TABLE, index=False)
+    pd.DataFrame(ops).to_csv(out / compare_folder.OPERATORS_TABLE, index=False)
     pngs = [execution_figure(a, b, cells, out / "execution_time")[0]]
     if ops:
         pngs.append(operator_figure(a, b, ops, out / "operators")[0])

@@ -17,13 +17,13 @@ import pandas as pd
 
 import registry
 
-from contract import manifest as manifests, nodefolder, runfolder
+from contract import explain_result, manifest as manifests, nodefolder, runfolder
 from contract.runfolder import RunFolder
 from contract.explain_plan import PLAN, Rung, Setting
 
 from . import claims, compare, figures, render, setup_text, stats, testbed, tidy
 
-FILE = runfolder.EXPLAIN
+FILE = explain_result.FILE
 
 
 # ---- measuring a setting -------------------------------------------------------------------
@@ -215,10 +215,11 @@ def build(folder, quiet=False):
               "base": setting_text(plan.base, plan.factors),
               "end": setting_text(plan.end, plan.factors),
               "runs": {s: str(Path(runs) / plan.run_id(s)) for s in loaded}}
-    (out / FILE).write_text(json.dumps(result, indent=1, default=_plain))
+    (out / FILE).write_text(json.dumps(explain_result.checked(result), indent=1,
+                                       default=_plain))
     pd.DataFrame([{k: v for k, v in r.items() if k not in ("effects", "ladders")}
                   for r in rows]).to_csv(
-        out / "claims.csv", index=False)
+        out / explain_result.CLAIMS_TABLE, index=False)
     pngs = {r["id"]: waterfall(r, out / ("waterfall_%s" % r["id"]))[0] for r in rows
             if _finite(r["base"]) and _finite(r["end"])}
     for r in rows:
@@ -228,10 +229,11 @@ def build(folder, quiet=False):
                     r["id"], name)))[0]
     bed = beds.get(plan.cells_of(plan.base)[0]) or next(iter(beds.values()))
     blocks = report_blocks(plan, result, bed, pngs)
-    (out / "explain.md").write_text(render.markdown(blocks))
+    (out / explain_result.MARKDOWN).write_text(render.markdown(blocks))
     (out / runfolder.REPORT_HTML).write_text(render.to_html(blocks, blocks[0][1]))
     if not quiet:
-        print("explain: %s\n         %s" % (out / "explain.md", out / runfolder.REPORT_HTML))
+        print("explain: %s\n         %s" % (out / explain_result.MARKDOWN,
+                                            out / runfolder.REPORT_HTML))
     return dict(result, path=out)
 
 
@@ -460,5 +462,5 @@ def moves(run_path):
     path = Path(run_path) / FILE
     if not path.is_file():
         return {}
-    rows = json.loads(path.read_text()).get("claims", [])
+    rows = explain_result.read(path)["claims"]
     return {r["id"]: r["sentence"] for r in rows}

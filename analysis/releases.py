@@ -21,7 +21,7 @@ import pandas as pd
 
 import registry
 
-from contract import manifest as manifests, runfolder
+from contract import analysis_folder, manifest as manifests, runfolder
 
 from . import answer, claims, compare, figures, render, stats
 
@@ -60,7 +60,7 @@ def build(run_path, manifest, records, built, out, quiet=False):
     (out / runfolder.REPORT).write_text(render.markdown(blocks))
     (out / runfolder.REPORT_HTML).write_text(render.to_html(blocks, blocks[0][1]))
     pd.DataFrame([{k: v for k, v in r.items() if k != "boot"} for r in rows]).to_csv(
-        out / "claims_two_stacks.csv", index=False)
+        out / analysis_folder.TWO_STACKS_TABLE, index=False)
     verdicts = "; ".join("%s: %s" % (s["label"], answer.tally(
         [c for c in s["claims"].values() if c["kind"] != "operators"])) for s in sides)
     disturbed = "; ".join("%s: %s" % (name, b["disturbed"]) for name, b in built.items()

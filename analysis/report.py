@@ -4,7 +4,7 @@ verdicts, failed or missing cells and why. The report is SECTIONS in order, each
 module of its topic (analysis/sections/)."""
 from pathlib import Path
 
-from contract import manifest as manifests, runfolder
+from contract import analysis_folder, manifest as manifests, runfolder
 from contract.runfolder import RunFolder
 
 from . import explain, figures, releases, render, setup_text, testbed, tidy, variation
@@ -44,9 +44,9 @@ def build_stack(run_path, manifest, records, out, quiet=False):
     groups = tidy.group_table(cells, variation.newest(
         run_path, manifest.get("size"), variation.cpus_of(manifest),
         dict(zip(cells.benchmark, cells.steps_per_epoch))))
-    records.to_csv(out / "records.csv", index=False)
-    cells.to_csv(out / "cells.csv", index=False)
-    groups.to_csv(out / "groups.csv", index=False)
+    records.to_csv(out / analysis_folder.RECORDS_TABLE, index=False)
+    cells.to_csv(out / analysis_folder.CELLS_TABLE, index=False)
+    groups.to_csv(out / analysis_folder.GROUPS_TABLE, index=False)
     summary = {"disturbed": checks.disturbed_note(cells, manifest.get("run_id"))}
     blocks, pngs = sections(run_path, out, manifest, records, cells, groups, summary)
     (out / runfolder.REPORT).write_text(render.markdown(blocks))

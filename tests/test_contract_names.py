@@ -4,12 +4,18 @@ drift from it unseen. Messages and docstrings may name them in words."""
 import ast
 import re
 
+import contract.analysis_folder
+import contract.compare_folder
+import contract.explain_plan
+import contract.explain_result
 import contract.nodefolder
 import contract.runfolder
 from harness.paths import REPO
 
 PACKAGE = ("harness", "analysis", "bench", "selfcheck", "registry", "tasks.py")
-NAMES = {value for module in (contract.nodefolder, contract.runfolder)
+NAMES = {value for module in (contract.nodefolder, contract.runfolder,
+                                            contract.analysis_folder, contract.compare_folder,
+                                            contract.explain_plan, contract.explain_result)
          for name, value in vars(module).items()
          if name.isupper() and isinstance(value, str) and "." in value}
 
@@ -50,7 +56,8 @@ def literals_outside_contract():
 def test_the_contract_names_every_file_it_knows():
     assert {"status.json", "manifest.json", "records.jsonl", "profile.json", "log.txt",
             "shards.json", "sacct.txt", "calibration.json", "report.md",
-            "report.html"} <= NAMES
+            "report.html", "explain.json", "explain.md", "claims.csv", "plan.json", "scaling.csv",
+            "operators.csv", "cells.csv"} <= NAMES
 
 
 def test_no_module_outside_contract_spells_one_of_its_file_names():

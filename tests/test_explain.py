@@ -198,11 +198,28 @@ def test_the_main_report_shows_what_moves_each_claim(tmp_path):
     run = known_run.write_run(tmp_path, [known_run.cell(b, s, 100.0) for b in
                                          ("resnet18-cifar10",) for s in
                                          ("tensorflow-sync", "mxnet-sync")])
-    (run / "explain.json").write_text(json.dumps({"claims": [
-        {"id": CLAIM, "sentence": "versions paper-py39 -> current moves it most: x0.40"}]}))
+    result = explain_json("versions paper-py39 -> current moves it most: x0.40")
+    (run / "explain.json").write_text(json.dumps(result))
     text = report.build(run, quiet=True)["report"].read_text()
     assert "what moves it (invoke explain)" in text
     assert "versions paper-py39 -> current moves it most: x0.40" in text
+    # one of another version (a key renamed) is refused, naming the key, not read as "none"
+    result["claims"][0]["why_it_moves"] = result["claims"][0].pop("sentence")
+    (run / "explain.json").write_text(json.dumps(result))
+    with pytest.raises(ValueError) as refused:
+        report.build(run, quiet=True)
+    assert "claims[0] (claim): keys the contract does not name: why_it_moves; missing: " \
+        "sentence" in str(refused.value)
+
+
+def explain_json(sentence):
+    """An explain.json of one claim and one effect with every key the contract names."""
+    from contract import explain_result
+    blank = {kind: dict.fromkeys(keys) for kind, keys in explain_result.KEYS.items()}
+    claim = dict(blank["claim"], id=CLAIM, sentence=sentence, effects=[blank["effect"]],
+                 ladders={"threads": dict(blank["ladder"], levels=[blank["ladder_level"]],
+                                          most=blank["most"])})
+    return dict(blank["result"], claims=[claim], system_effects=[], levels=[blank["level"]])
 
 
 def test_the_plan_is_written_as_a_file_that_the_analysis_reads_back_whole(tmp_path):

@@ -193,23 +193,31 @@ def test_options_come_from_one_dataclass_with_their_checks():
 
 
 def test_invoke_reads_each_task_s_parameters_from_its_dataclass():
+    """Every task that takes options takes them from one dataclass: its parameters are the
+    fields that have help, in order, with their defaults (a required one positional)."""
+    import inspect
     import tasks
-    for task, options_type in ((tasks.bench, BenchOptions),
-                               (tasks.provision, options.ProvisionOptions),
-                               (tasks.explain, options.ExplainOptions),
-                               (tasks.reproduce, options.ReproduceOptions),
-                               (tasks.cluster_up, options.ClusterUpOptions)):
+    from harness.plan import task_options
+    every = [t for name in tasks.ns.task_names for t in [tasks.ns[name]]]
+    with_options = [t for t in every if t.argspec(t.body).parameters]
+    assert len(with_options) == 22 and all(hasattr(t, "options_type") for t in with_options), \
+        [t.name for t in with_options if not hasattr(t, "options_type")]
+    for task in with_options:
         parameters = list(task.argspec(task.body).parameters.values())
-        fields = options.on_command_line(options_type)
+        fields = options.on_command_line(task.options_type)
         # and --profile after --size, its old name, which tasks.py alone takes
         names = [f.name for f in fields]
         if "size" in names:
             names.insert(names.index("size") + 1, tasks.OLD_SIZE)
-        assert [p.name for p in parameters] == names
-        assert [p.default for p in parameters if p.name != tasks.OLD_SIZE] == \
-            [f.default for f in fields]
+        assert [p.name for p in parameters] == names, task.name
+        assert [p.default for p in parameters if p.name != tasks.OLD_SIZE] == [
+            inspect.Parameter.empty if f.metadata.get("required") else f.default
+            for f in fields], task.name
         assert set(task.help) == set(names)
-    assert "{" not in tasks.bench.help["inventory"]  # what the repository lists, filled in
+        assert not any("{" in text for text in task.help.values()), task.name  # filled in
+    assert tasks.compare.positional == ["run_a", "run_b"]
+    with pytest.raises(UserError, match="--rounds must be a whole number >= 1"):
+        task_options.built(task_options.OverheadOptions, {"rounds": "0"})
 
 
 def test_what_each_option_is_its_field_says_and_the_plan_takes_the_choice_whole():

@@ -1,11 +1,13 @@
 """The report's checks of itself (internal consistency) and the cells that failed, warned or
 stayed disturbed."""
+from contract import analysis_folder
+
 from .. import consistency, network, render
 
 
 def consistency_section(out, records, groups, table, manifest, net=None):
     checks = consistency.run_all(records, groups, table, manifest, net)
-    checks.to_csv(out / "consistency.csv", index=False)
+    checks.to_csv(out / analysis_folder.CONSISTENCY_TABLE, index=False)
     can_fail = checks[checks.not_applicable == ""]
     failed = can_fail[~can_fail.ok]
     reasons = sorted(set(checks.not_applicable) - {""})

@@ -1,5 +1,7 @@
 """Operator profiles (Figs. 5, 7, 10): the categories per system-mode, the mapping's coverage,
 the profiler's cost and the paper's operator claims."""
+from contract import analysis_folder
+
 from .. import answer, figures, operators, render
 from .verdicts import claims_table
 
@@ -26,7 +28,7 @@ def operators_section(out, records, profile, planned, figure, moved=None, stamp=
 
 def _operator_blocks(out, records, ops, table, planned, figure):
     """The figures, the table per category, coverage, names in `other`, the profiler's cost."""
-    table.to_csv(out / "operators.csv", index=False)
+    table.to_csv(out / analysis_folder.OPERATORS_TABLE, index=False)
     blocks = []
     blocks.append(("p", "Profiled steps run after each cell's timed steps and calibration, so "
                         "the profiler never runs in a timed step. Time per step of each "

@@ -1,5 +1,7 @@
 """Memory (section V-G), the network against its bandwidth bound, and scaling beyond the
 paper."""
+from contract import analysis_folder
+
 from .. import figures, memory, network, render, tidy
 
 
@@ -10,7 +12,7 @@ def memory_section(run_path, out, records, cells, figure):
         blocks.append(("img", figure(figures.memory_over_time(series, out / "memory_rss")),
                        "RSS over time per system-mode and role"))
     peaks = memory.peak_table(records)
-    peaks.to_csv(out / "memory_peaks.csv", index=False)
+    peaks.to_csv(out / analysis_folder.MEMORY_TABLE, index=False)
     blocks.append(("table", ["system", "role", "peak RSS MB (with its loader processes)",
                              "own peak RSS MB (the memory claims' measure)"],
                    [[r.system, r.role, render.number(r.peak_rss_mb, "%.0f"),
@@ -20,7 +22,7 @@ def memory_section(run_path, out, records, cells, figure):
 
 def network_section(out, groups, records, cells, manifest, figure):
     net = network.table(groups, records, cells, manifest)
-    net.to_csv(out / "network.csv", index=False)
+    net.to_csv(out / analysis_folder.NETWORK_TABLE, index=False)
     blocks = [("h2", "Network: bytes per step and the bandwidth bound"),
               ("p", network.rate_sentence(cells, manifest) + " Bound: the fewest bytes a node "
                     "must send per step, from where the roles are placed: ring all-reduce "
@@ -52,7 +54,7 @@ def scaling_section(out, groups, figure):
     if groups.nodes.nunique() < 2:
         return []
     table = tidy.scaling_table(groups)
-    table.to_csv(out / "scaling.csv", index=False)
+    table.to_csv(out / analysis_folder.SCALING_TABLE, index=False)
     blocks = [("h2", "Scaling (beyond the paper)"),
               ("p", "Each cell on the first k nodes, local batch %d (the global batch grows "
                     "with k). Throughput = k x %d / step time; speedup over one node; "

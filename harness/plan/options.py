@@ -302,8 +302,10 @@ class IntervalCheckOptions:
     stack: str = common("stack")
     benchmarks: str = option("lenet5-cifar10", "comma-separated [lenet5-cifar10]")
     systems: str = option(help="comma-separated subset [all five]")
-    short: int = option(4, "verdict runs per benchmark, interleaved with the full rounds [4]")
-    full: int = option(3, "full-length rounds per benchmark, each every system-mode once [3]")
+    short: int = option(4, "verdict runs per benchmark, interleaved with the full rounds [4]",
+                        least=1)
+    full: int = option(3, "full-length rounds per benchmark, each every system-mode once [3]",
+                       least=2)
     results: str = common("results")
     again: str = option(help="an earlier interval check's folder (calibration-<time>): its "
                              "table again, nothing run")
@@ -315,9 +317,9 @@ class FaultBenchOptions:
     inventory: str = common("inventory")
     stack: str = common("stack")
     systems: str = option(help="comma-separated subset of system-modes [all five]")
-    steps: int = option(200, "steps of each cell (the fault comes at step 2) [200]")
+    steps: int = option(200, "steps of each cell (the fault comes at step 2) [200]", least=1)
     results: str = common("results")
-    random: int = option(help="instead: N faults, each a random role of a random system-mode "
+    random: int = option(least=1, help="instead: N faults, each a random role of a random system-mode "
                               "killed at a random moment; prints per role detection, cleanup, "
                               "strays, next cell, records lost")
     seed: int = option(help="--random's seed (default: a new one, printed)")
@@ -339,7 +341,8 @@ class ExplainOptions:
                               "headline and operator claims about the benchmarks]")
     factors: str = option(help="comma-separated factors of registry/factors.yml [those that "
                                "differ between 2021's software and today's]")
-    repeats: int = option(3, "repeats of every setting, interleaved round by round [3]")
+    repeats: int = option(3, "repeats of every setting, interleaved round by round [3]",
+                          least=1)
     results: str = common("results")
     run: str = option(help="a run whose report gets a column 'what moves it' from this result")
 

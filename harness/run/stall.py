@@ -51,8 +51,10 @@ STARTUP_FROZEN_MULTIPLE = 3.0
 # after its peer was stopped, and "node1/worker-0 exited with 1" sent the user to the wrong
 # node. Ten sampler intervals; start-up is left out, as an import can hold the sampler.
 QUIET_PEER_SECONDS = 5.0
-# A state T seen this long (a few polls) is a stop, not a debugger's or a shell's moment
-HALTED_SECONDS = 5.0
+# A state T in three polls running is a stop: no running process passes through T (a
+# debugger's tracing stop is t, which this does not read), and each second of waiting is a
+# second of the cell's wall time spent on a process that will not move
+HALTED_SECONDS = 2.0
 
 
 @dataclass
