@@ -304,14 +304,14 @@ def interval_check(c, given):
     """Benchmark: how often the verdict size's 95% intervals hold what they are about (the
     confidence interval: the mean of full-length runs; the prediction: one full run), per cell
     and per ratio of two system-modes (goal: 90-99%); prints the tables. Its folder
-    (results/calibration-<time>) gives later one-repeat runs on this CPU their run-to-run
+    (results/interval-check-<time>) gives later one-repeat runs on this CPU their run-to-run
     variation."""
-    from selfcheck import calibration as calibrating
+    from selfcheck import interval_check
     given = _where(c, given)
     if given["again"]:
-        calibrating.again(given["again"], given["results"])
+        interval_check.again(given["again"], given["results"])
         return
-    calibrating.run(built(options.IntervalCheckOptions, given))
+    interval_check.run(built(options.IntervalCheckOptions, given))
 
 
 @_options_task(more.SameMathOptions, name="same-math")

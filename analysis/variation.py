@@ -7,19 +7,17 @@ from pathlib import Path
 
 from contract import runfolder
 
-CALIBRATION_FILE = runfolder.CALIBRATION
-SIZES = ("paper", "verdict")  # the sizes a calibration measures
+SIZES = ("paper", "verdict")  # the sizes an interval check measures
 
 
 def newest(run_path, size, cpus, steps):
-    """{benchmark: {s, df, source}} from the newest calibration folder beside the run (its
-    name sorts by time) whose CPU models are the run's, for `size`, measured with the
+    """{benchmark: {s, df, source}} from the newest interval check's folder beside the run (its
+    name sorts by time; older names too) whose CPU models are the run's, for `size`, measured with the
     run's steps an epoch (steps: {benchmark: steps_per_epoch}); {} where none."""
     if size not in SIZES:
         return {}
-    folders = sorted(Path(run_path).resolve().parent.glob("calibration-*"), reverse=True)
-    for folder in folders:
-        found = _read(folder / CALIBRATION_FILE)
+    for folder in folders(Path(run_path).resolve().parent):
+        found = _read(table(folder))
         if not found or sorted(found.get("cpu") or []) != sorted(cpus):
             continue
         measured = {b: dict(v, source="%s (%s size, %s steps an epoch, %d df)" % (
@@ -32,9 +30,24 @@ def newest(run_path, size, cpus, steps):
     return {}
 
 
+def folders(results):
+    """The interval checks' folders in `results`, newest first (by the time in their names),
+    those written under the check's older name among them."""
+    found = [(p.name[len(prefix):], p)
+             for prefix in (runfolder.INTERVAL_CHECK_FOLDER, runfolder.OLD_INTERVAL_CHECK_FOLDER)
+             for p in results.glob(prefix + "*")]
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def table(folder):
+    """An interval check's table in its folder, under either name."""
+    new = folder / runfolder.INTERVAL_CHECK
+    return new if new.is_file() else folder / runfolder.OLD_INTERVAL_CHECK
+
+
 def _same_shape(size, measured, steps):
     """A variation applies to runs of its own steps an epoch: 2 x 64 steps vary less than 2 x
-    16 (docs/methodology.md). Calibrations from before steps were recorded name none: the
+    16 (docs/methodology.md). Interval checks from before steps were recorded name none: the
     paper size's steps have never changed (Table IV), the verdict size's have."""
     if "steps_per_epoch" in measured:
         return measured["steps_per_epoch"] == steps

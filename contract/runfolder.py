@@ -3,7 +3,7 @@
     manifest.json  records.jsonl  .attempts/  explain.json
     <cell-id>/status.json  <cell-id>/sacct.txt  <cell-id>/<node>/<role>-<rank>/ (nodefolder)
     analysis/report.md  analysis/report.html  analysis/...
-    calibration-<time>/calibration.json (an interval check)
+    interval-check-<time>/interval_check.json (an interval check)
 
 This module is the only one that names those files (tests/test_contract_names.py holds every
 other module to that); harness/results/ fetches (fetch.py) and makes the records (run_records.py), the run's lifecycle and
@@ -19,7 +19,10 @@ MANIFEST, STATUS, RECORDS, ATTEMPTS = "manifest.json", "status.json", "records.j
 EXPLAIN = "explain.json"  # an invoke explain result attached to the run (invoke explain --run)
 SACCT = "sacct.txt"  # Slurm's accounting of a cell's job steps
 ANALYSIS, REPORT, REPORT_HTML = "analysis", "report.md", "report.html"
-CALIBRATION = "calibration.json"  # an interval check's table (invoke interval-check)
+# an interval check's folder and table (invoke interval-check); "calibration" is the trainers'
+# timed passes alone, and the check's folders from before it was named apart read as its
+INTERVAL_CHECK_FOLDER, INTERVAL_CHECK = "interval-check-", "interval_check.json"
+OLD_INTERVAL_CHECK_FOLDER, OLD_INTERVAL_CHECK = "calibration-", "calibration.json"
 STATES = ("pending", "running", "succeeded", "failed")
 
 

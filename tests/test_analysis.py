@@ -891,10 +891,10 @@ def test_a_cell_with_one_usable_repeat_takes_the_variation_of_its_benchmark(tmp_
     assert "run-to-run variation was not measured" not in built["report"].read_text()
 
 
-def test_one_repeat_everywhere_is_indicative_or_takes_a_calibrations_variation(tmp_path):
-    """One repeat of every cell: without a calibration the verdicts are indicative; with the
-    newest calibration beside the run, on the same CPU, for the run's size, each interval
-    is the run's value x/ exp(t(df) x s), and the report names that calibration."""
+def test_one_repeat_everywhere_is_indicative_or_takes_an_interval_checks_variation(tmp_path):
+    """One repeat of every cell: without an interval check the verdicts are indicative; with
+    the newest interval check beside the run, on the same CPU, for the run's size, each
+    interval is the run's value x/ exp(t(df) x s), and the report names that check."""
     cells = [known_run.cell("lenet5-cifar10", s, t) for s, t in (
         ("tensorflow-sync", 265.0), ("pytorch-sync", 100.0))]
     run = known_run.write_run(tmp_path, cells)
@@ -903,33 +903,36 @@ def test_one_repeat_everywhere_is_indicative_or_takes_a_calibrations_variation(t
     manifest = json.loads((run / "manifest.json").read_text())
     manifest.update(size="paper", cpu={"node1": {"model": "Test CPU"}})
     (run / "manifest.json").write_text(json.dumps(manifest))
-    for name, cpu in (("calibration-20261128-100000", ["Test CPU"]),
-                      ("calibration-20261128-110000", ["Another CPU"])):  # newer, not this CPU
+    for name, cpu in (("interval-check-20261128-100000", ["Test CPU"]),
+                      ("interval-check-20261128-110000", ["Another CPU"])):  # newer, not this CPU
         (tmp_path / name).mkdir()
-        (tmp_path / name / "calibration.json").write_text(json.dumps({
+        (tmp_path / name / "interval_check.json").write_text(json.dumps({
             "cpu": cpu, "variation": {"paper": {"lenet5-cifar10": {"s": 0.05, "df": 10}}}}))
     built = report.build(run, quiet=True)
     text = built["report"].read_text()
     assert "run-to-run variation was not measured" not in text
-    assert "calibration-20261128-100000 (paper size, 396 steps an epoch, 10 df) measured on " \
+    assert "interval-check-20261128-100000 (paper size, 396 steps an epoch, 10 df) measured on " \
         "this CPU" in text
     torch = built["groups"].set_index("system").loc["pytorch-sync"]
     assert torch.ci_low == pytest.approx(100.0 * math.exp(-2.228 * 0.05), rel=0.02)
     assert torch.ci_high == pytest.approx(100.0 * math.exp(2.228 * 0.05), rel=0.02)
 
 
-def test_a_calibrations_variation_applies_to_runs_of_its_own_steps_an_epoch(tmp_path):
+def test_an_interval_checks_variation_applies_to_runs_of_its_own_steps_an_epoch(tmp_path):
     """The verdict size's variation depends on its steps (2 x 64 vary less than 2 x 16): a
-    one-repeat run takes it from the newest calibration of its own steps an epoch, passing
-    over a newer one of other steps and one that names none (written before the record)."""
+    one-repeat run takes it from the newest interval check of its own steps an epoch, passing
+    over a newer one of other steps and one that names none (written before the record),
+    whichever name the check's folder has (it was calibration-<time>, calibration.json)."""
     from analysis import variation
     run = tmp_path / "run"
     run.mkdir()
-    for name, recorded in (("calibration-20261130-100000", {"steps_per_epoch": 64}),
-                           ("calibration-20261130-110000", {"steps_per_epoch": 16}),
+    for name, recorded in (("interval-check-20261130-090000", {"steps_per_epoch": 64}),
+                           ("calibration-20261130-100000", {"steps_per_epoch": 64}),
+                           ("interval-check-20261130-110000", {"steps_per_epoch": 16}),
                            ("calibration-20261130-120000", {})):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "calibration.json").write_text(json.dumps({
+        table = "calibration.json" if name.startswith("calibration") else "interval_check.json"
+        (tmp_path / name / table).write_text(json.dumps({
             "cpu": ["Test CPU"], "variation": {"verdict": {"lenet5-cifar10": dict(
                 recorded, s=0.05, df=40)}}}))
     found = variation.newest(run, "verdict", ["Test CPU"], {"lenet5-cifar10": 64})

@@ -55,7 +55,7 @@ def literals_outside_contract():
 
 def test_the_contract_names_every_file_it_knows():
     assert {"status.json", "manifest.json", "records.jsonl", "profile.json", "log.txt",
-            "shards.json", "sacct.txt", "calibration.json", "report.md",
+            "shards.json", "sacct.txt", "interval_check.json", "calibration.json", "report.md",
             "report.html", "explain.json", "explain.md", "claims.csv", "plan.json", "scaling.csv",
             "operators.csv", "cells.csv"} <= NAMES
 

@@ -307,7 +307,7 @@ class IntervalCheckOptions:
     full: int = option(3, "full-length rounds per benchmark, each every system-mode once [3]",
                        least=2)
     results: str = common("results")
-    again: str = option(help="an earlier interval check's folder (calibration-<time>): its "
+    again: str = option(help="an earlier interval check's folder (interval-check-<time>): its "
                              "table again, nothing run")
 
 

@@ -14,7 +14,7 @@ each verdict run, judged against what each is about:
 - one repeat alone (its steps' block bootstrap): against each single full run.
 Beside them, the gap of every verdict run's value from the full mean, per system-mode, and the
 run-to-run variation measured (the s of log time pooled over a benchmark's system-modes, with
-its degrees of freedom) of the full runs and of the verdict runs' repeats: calibration.json
+its degrees of freedom) of the full runs and of the verdict runs' repeats: interval_check.json
 keeps it for the report of a one-repeat run on this machine (analysis/variation.py).
 Goal: 90-99% of a nominal 95% (over 99% throws precision away).
 """
@@ -32,14 +32,16 @@ from harness import commands
 from harness.plan import matrix
 from harness.results import run_manifest
 from contract.errors import UserError
+from contract import runfolder
 from contract.runfolder import RunFolder
 
 GOAL = (0.90, 0.99)
+REPORT = "interval_check.md"
 
 
 def run(options, data="synthetic"):
     """options: harness/plan/options.py IntervalCheckOptions."""
-    out = Path(options.results) / ("calibration-%s" % run_manifest.new_run_id())
+    out = Path(options.results) / (runfolder.INTERVAL_CHECK_FOLDER + run_manifest.new_run_id())
     shuffle = random.Random(out.name)
     runs = {}
     systems = options.systems.split(",") if options.systems else list(matrix.SYSTEMS)
@@ -56,7 +58,7 @@ def run(options, data="synthetic"):
                                      benchmarks=benchmark, systems=",".join(chosen), data=data,
                                      profile_steps=0)
             except UserError as exc:  # one run lost; the others still count
-                print("calibration: %s failed: %s" % (run_id, exc), flush=True)
+                print("interval-check: %s failed: %s" % (run_id, exc), flush=True)
             kind = "verdict" if verdict else "full"
             runs.setdefault(benchmark, {"verdict": [], "full": []})[kind].append(
                 str(out / run_id))
@@ -73,7 +75,7 @@ def order(short, full):
 
 
 def again(folder, results="results"):
-    """The tables of an earlier calibration, from its run folders (`--again DIR`: a path, or
+    """The tables of an earlier interval check, from its run folders (`--again DIR`: a path, or
     a folder's name in the results folder)."""
     out = Path(folder)
     if not out.is_dir() and (Path(results) / folder).is_dir():
@@ -81,12 +83,13 @@ def again(folder, results="results"):
     if not out.is_dir():
         raise UserError("no interval check's folder %s (nor %s)"
                         % (folder, Path(results) / folder),
-                        "name one of %s/calibration-*, or give its path" % results)
+                        "name one of %s/%s*, or give its path" % (
+                            results, runfolder.INTERVAL_CHECK_FOLDER))
     runs = {}
     for path in sorted(p for p in out.iterdir() if p.is_dir()):
         name, _, benchmark = path.name.partition("-")
         if benchmark not in matrix.BENCHMARKS or name[:1] not in "vf":
-            raise UserError("%s is not a calibration run of this version (v<i>-<benchmark> or "
+            raise UserError("%s is not an interval check's run of this version (v<i>-<benchmark> or "
                             "f<i>-<benchmark>)" % path, "run `invoke interval-check` again")
         kind = "verdict" if name.startswith("v") else "full"
         runs.setdefault(benchmark, {"verdict": [], "full": []})[kind].append(str(path))
@@ -109,10 +112,10 @@ def summarise(out, runs):
     found["pairing"] = pairing(runs)
     lines = table(cells, ratios) + [""] + gap_table(cells) + [""] + variation_lines(
         found["variation"]) + [""] + pairing_lines(found["pairing"])
-    (out / "calibration.md").write_text("\n".join(lines) + "\n")
-    (out / variation.CALIBRATION_FILE).write_text(json.dumps(found, indent=1, default=float))
+    (out / REPORT).write_text("\n".join(lines) + "\n")
+    (out / runfolder.INTERVAL_CHECK).write_text(json.dumps(found, indent=1, default=float))
     print("\n".join(lines))
-    print("written: %s" % (out / "calibration.md"))
+    print("written: %s" % (out / REPORT))
     return cells, ratios
 
 

@@ -1,4 +1,4 @@
-"""calibration's arithmetic (selfcheck/calibration.py) on rows with known numbers: which
+"""The interval check's arithmetic (selfcheck/interval_check.py) on rows with known numbers: which
 verdict runs' intervals hold what each is about (the confidence interval the full runs' mean,
 the prediction each single full run), the gaps, the variation kept for one-repeat runs, and
 the order of the runs."""
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from analysis import stats
-from selfcheck import calibration
+from selfcheck import interval_check
 
 
 def row(full_runs, shorts):
@@ -26,10 +26,10 @@ def test_each_interval_is_judged_against_what_it_is_about():
     found = row([42.0, 43.6, 45.2], [(44.0, 40.0, 48.0, 38.0, 50.0, 42.3, 44.0),
                                      (47.0, 44.0, 50.0, 40.0, 52.0, 43.4, 46.4),
                                      (45.0, 43.0, 47.0, 44.0, 55.0, 46.0, 49.0)])
-    assert calibration.covered(found) == (2, 3)
-    assert calibration.covered(found, "pred_low", "pred_high", True) == (7, 9)
-    assert calibration.covered(found, "one_low", "one_high", True) == (3, 9)
-    lines = calibration.table([found], [])
+    assert interval_check.covered(found) == (2, 3)
+    assert interval_check.covered(found, "pred_low", "pred_high", True) == (7, 9)
+    assert interval_check.covered(found, "one_low", "one_high", True) == (3, 9)
+    lines = interval_check.table([found], [])
     assert lines[2].endswith("| 2 of 3 | 7 of 9 |")
     assert "| confidence interval of the expected time (the report's) | 2 of 3 (67%) | 6.4% |" \
         in "\n".join(lines)  # half-widths 4/44, 3/47, 2/45: 9.1%, 6.4%, 4.4%
@@ -38,13 +38,13 @@ def test_each_interval_is_judged_against_what_it_is_about():
 def test_a_failed_verdict_run_is_shown_and_not_counted():
     found = row([43.6], [(44.0, 40.0, 48.0, 38.0, 50.0, 42.3, 47.2)])
     found["short"].append({"run": "v2", "failed": True})
-    assert calibration.covered(found) == (1, 1)
-    assert "v2 failed" in calibration.table([found], [])[2]
+    assert interval_check.covered(found) == (1, 1)
+    assert "v2 failed" in interval_check.table([found], [])[2]
 
 
 def test_the_gap_of_each_verdict_run_from_the_full_mean():
     found = row([40.0, 44.0], [(39.6, 0, 0, 0, 0, 0, 0), (44.1, 0, 0, 0, 0, 0, 0)])
-    (line,) = calibration.gap_table([found])[2:]
+    (line,) = interval_check.gap_table([found])[2:]
     assert line == "| lenet5-cifar10 | pytorch-sync | -5.7%, +5.0% | -0.4% |"
 
 
@@ -59,8 +59,8 @@ def test_the_variation_kept_is_the_pooled_sd_of_log_times():
 
 
 def test_verdict_runs_and_full_rounds_interleave():
-    assert calibration.order(4, 3) == ["v1", "f1", "v2", "f2", "v3", "f3", "v4"]
-    assert calibration.order(2, 3) == ["v1", "f1", "v2", "f2", "f3"]
+    assert interval_check.order(4, 3) == ["v1", "f1", "v2", "f2", "v3", "f3", "v4"]
+    assert interval_check.order(2, 3) == ["v1", "f1", "v2", "f2", "f3"]
 
 
 def test_the_full_means_own_uncertainty_widens_what_counts_as_held():
@@ -70,21 +70,22 @@ def test_the_full_means_own_uncertainty_widens_what_counts_as_held():
     for full, held in ((48.5, 1), (49.0, 0)):
         found = row([full], [(44.0, 40.0, 48.0, 38.0, 50.0, 42.3, 44.0)])
         found["full_half"] = 0.05
-        assert calibration.covered(found) == (0, 1)
-        assert calibration.covered(found, target_spread=True) == (held, 1)
+        assert interval_check.covered(found) == (0, 1)
+        assert interval_check.covered(found, target_spread=True) == (held, 1)
     found["full_half"] = None  # the full runs' spread unknown: not judged
-    assert calibration.covered(found, target_spread=True) == (0, 0)
+    assert interval_check.covered(found, target_spread=True) == (0, 0)
 
 
 def test_again_finds_a_check_by_its_name_in_the_results_folder_or_says_what_is_there(tmp_path):
-    """`interval-check --again calibration-<time>`: a bare name is looked for in the results
+    """`interval-check --again interval-check-<time>`: a bare name is looked for in the results
     folder (it once ended in a traceback: no such directory)."""
     from contract.errors import UserError
-    (tmp_path / "calibration-20261130-014502" / "x1-lenet5-cifar10").mkdir(parents=True)
+    (tmp_path / "interval-check-20261130-014502" / "x1-lenet5-cifar10").mkdir(parents=True)
     with pytest.raises(UserError) as found:  # found: its runs are then read
-        calibration.again("calibration-20261130-014502", str(tmp_path))
-    assert "x1-lenet5-cifar10 is not a calibration run" in found.value.cause
+        interval_check.again("interval-check-20261130-014502", str(tmp_path))
+    assert "x1-lenet5-cifar10 is not an interval check's run" in found.value.cause
     with pytest.raises(UserError) as missing:
-        calibration.again("calibration-nope", str(tmp_path))
-    assert missing.value.cause == "no interval check's folder calibration-nope (nor %s)" % (
-        tmp_path / "calibration-nope")
+        interval_check.again("interval-check-nope", str(tmp_path))
+    assert missing.value.cause == "no interval check's folder interval-check-nope (nor %s)" % (
+        tmp_path / "interval-check-nope")
+    assert "name one of %s/interval-check-*" % tmp_path in missing.value.fix
