@@ -68,6 +68,8 @@ KEYS = {
     "full_data_by_worker": (LIST, "the whole training set's path on each worker's node"),
     "worker_nodes": (LIST, "the workers' node names"),
     "sharing": (LIST, "the cell's roles that share this node"),
+    "waits_for": (LIST, "the cell's other processes (node/role-rank), whom this one waits for "
+                        "in its framework's rendezvous (its progress names them meanwhile)"),
     "profiler_services": (LIST, "profiler services the coordinator asks for a trace"),
     "profiler_port": ((int, type(None)), "this process's profiler service port, or null"),
     "agree_address": (OPTIONAL_TEXT, "host:port of the stop vote, or null"),

@@ -27,6 +27,8 @@ KEYS = {
     "first_step_ended": "the end of the first step (epoch s)",
     "loop_ended": "the end of the loop (epoch s)",
     "startup_seconds": "process start to the end of the first step",
+    "rendezvous_seconds": "of it, the wait in the framework's rendezvous for the cell's other "
+                          "processes (bench/common/runner.py waiting)",
     "execution_seconds": "process start to the end of the loop",
     "stopped_by": "fixed, precision or ceiling: what ended the loop",
     "halfwidth": "the verdict size's relative half-width at the stop",

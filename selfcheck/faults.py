@@ -1,12 +1,12 @@
-"""Faults made on purpose, for `invoke fault-bench` and the tests: kill one process of a running
-cell; and the count of what a run left behind on every node.
+"""Faults made on purpose, for `invoke fault-bench` and the tests, each through the run's hooks
+(harness/run/hooks.py): kill or stop one process of a running cell (KillWhenTraining), or
+fault a node (NodeFault: a link cut, a VM destroyed); and the count of what a run left behind
+on every node.
 
 fault-bench runs, per system-mode, one cell whose worker on node 2 is killed (SIGKILL, as the
 OOM killer does) once node 1 reports training, then the same cell again: it prints launch-to-
 first-step, detection and cleanup times, stray processes, and a no-op provisioning re-run.
 """
-import json
-import shlex
 from dataclasses import dataclass
 import time
 from pathlib import Path
@@ -25,20 +25,6 @@ VICTIM = ("worker", 1)  # node 2's worker: never the process that coordinates
 
 def run_folder(node, run_id):
     return nodefolder.run_dir(node.path(node.host.workdir), run_id)
-
-
-def progress_of(node, folder):
-    """role folder name -> progress.json of every process of a cell on `node`."""
-    out = node.run("for f in %s/*/%s; do echo \"@@$f\"; cat \"$f\"; done 2>/dev/null"
-                   % (shlex.quote(folder), nodefolder.PROGRESS), check=False).stdout
-    found = {}
-    for chunk in out.split("@@")[1:]:
-        name, _, text = chunk.partition("\n")
-        try:
-            found[Path(name).parent.name] = json.loads(text)
-        except ValueError:
-            pass  # caught mid-write
-    return found
 
 
 @dataclass
@@ -98,6 +84,36 @@ class KillWhenTraining(hooks.Hook):
             return victim.get("phase") == self.phase and \
                 any(p.get("phase") == self.phase for p in trigger)
         return any(p.get("step", 0) >= self.step for p in trigger)
+
+
+class NodeFault(hooks.Hook):
+    """A fault of a node, not of one role (its link cut, its VM destroyed), through the run's
+    hooks: at the poll stage of the cell `cell_id`, once a process on node `trigger` reports
+    `step` (None: any progress at all), inject() once (injected_at); after the cell's launch
+    stage (its processes watched to the failure and stopped where they can be reached),
+    repair(), so that the cell's files are fetched and the next cell runs on whole nodes."""
+
+    def __init__(self, trigger, cell_id, inject, repair=None, step=None):
+        self.trigger, self.cell_id, self.step = trigger, cell_id, step
+        self.inject, self.repair = inject, repair
+        self.injected_at = self.repaired_at = None
+
+    def after(self, stage, run, value, cell=None):
+        if cell is None or cell.id != self.cell_id:
+            return value
+        if stage == "poll" and self.injected_at is None and self._due(value):
+            self.inject()
+            self.injected_at = time.time()
+        elif stage == "launch" and self.injected_at and self.repair:
+            self.repair()
+            self.repaired_at = time.time()
+        return value
+
+    def _due(self, processes):
+        reports = [p.progress for p in processes if p.node.name == self.trigger and p.progress]
+        if self.step is None:
+            return bool(reports)
+        return any(r.get("step", 0) >= self.step for r in reports)
 
 
 def keep(results, name, table):

@@ -22,8 +22,7 @@ from harness.plan import matrix
 from harness.clusters import emulated as cluster
 from selfcheck import faults
 from contract.errors import UserError
-from harness.paths import REPO
-from tests.conftest import INVOKE, LEASE, SHORT_LEASE, invoke
+from tests.conftest import LEASE, SHORT_LEASE, invoke
 
 pytestmark = [pytest.mark.cluster, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="the emulated cluster needs root")]
@@ -218,54 +217,48 @@ def worker_means(records):
     return {key: sum(v) / len(v) for key, v in out.items()}
 
 
-def test_a_cut_link_fails_the_cell_and_leaves_no_process(netns, tmp_path, capsys):
-    """`ip link set ... down` on node 3's link while a cell trains: the harness notices within
-    the bound, stops what it can reach, node 3's roles stop themselves when their lease runs
-    out (shortened to LEASE s), and once the link is back the next cell runs."""
+def test_a_cut_link_fails_the_cell_and_leaves_no_process(netns, tmp_path, capsys, monkeypatch):
+    """`ip link set ... down` on node 3's link while a cell trains, through the run's poll hook
+    (faults.NodeFault): the harness notices within the bound, stops what it can reach, node
+    3's roles stop themselves when their lease runs out (shortened to LEASE s); the hook puts
+    the link back once the cell is stopped, and the next cell runs."""
+    from harness import commands
+    from harness.run import hooks
+    for name, value in SHORT_LEASE.items():
+        monkeypatch.setenv(name, value)
     run_id = "cut-link-%d" % time.time()  # the nodes keep earlier runs' folders
-    command = [INVOKE, "bench", "--inventory", "netns", "--run", run_id, "--systems",
-               "pytorch-sync", "--steps", "300", "--repeats", "2", "--results", str(tmp_path)]
-    bench = subprocess.Popen(command, cwd=str(REPO), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True,
-                             env=dict(os.environ, **SHORT_LEASE))
     cells = matrix.plan("smoke", 3, systems="pytorch-sync", steps=300, repeats=2,
-                        order_seed=matrix.order_seed(run_id))  # as bench runs them
-    hosts = inventory.load("netns")
-    all_nodes = nodes.connect_all(hosts)
-    folder = faults.run_folder(all_nodes[0], run_id) + "/" + cells[0].id
-    deadline = time.monotonic() + 300
-    status_file = tmp_path / run_id / cells[0].id / "status.json"
-    while not status_file.is_file() or "processes" not in json.loads(status_file.read_text()) \
-            or max([p.get("step", 0) for p in faults.progress_of(all_nodes[0], folder).values()]
-                   or [0]) < 2:
-        assert time.monotonic() < deadline and bench.poll() is None
-        time.sleep(0.2)
+                        order_seed=matrix.order_seed(run_id))
     veth = netns["hosts"][2]["veth"]
-    subprocess.run(["ip", "link", "set", veth, "down"], check=True)
-    cut = time.time()
-    output = []
+
+    def link(state):
+        subprocess.run(["ip", "link", "set", veth, state], check=True)
+        if state == "up":
+            cluster.reshape(netns["rate_mbit"])
+    cut = faults.NodeFault("node1", cells[0].id, lambda: link("down"), lambda: link("up"),
+                           step=2)
     try:
-        for line in bench.stdout:  # the harness says when it has seen the fault
-            output.append(line)
-            if "stopping the cell on every node" in line:
-                break
+        commands.bench_named("netns", "current", "smoke", str(tmp_path), run=run_id,
+                             systems="pytorch-sync", steps=300, repeats=2,
+                             hooks=[hooks.GivenCells(cells), cut])
     finally:
-        subprocess.run(["ip", "link", "set", veth, "up"], check=True)
-        cluster.reshape(netns["rate_mbit"])
-    output += bench.communicate(timeout=600)[0].splitlines(True)
-    text = "".join(output)
+        link("up")  # whatever failed, the next test has node 3
+    assert cut.injected_at and cut.repaired_at, "node 1 never trained, or the cell never ended"
     first = json.loads((tmp_path / run_id / cells[0].id / "status.json").read_text())
-    assert first["status"] == "failed" and "node3" in first["reason"], text
-    assert first["detected"] - cut <= 10.0, (first["detected"] - cut, first["reason"])
+    assert first["status"] == "failed" and "node3" in first["reason"], first
+    assert first["detected"] - cut.injected_at <= 10.0, (first["detected"] - cut.injected_at,
+                                                         first["reason"])
     second = json.loads((tmp_path / run_id / cells[1].id / "status.json").read_text())
-    assert faults.next_cell(first, second) == "succeeded", text
+    assert faults.next_cell(first, second) == "succeeded", second
+    all_nodes = nodes.connect_all(inventory.load("netns"))
     deadline = time.monotonic() + LEASE + 20
     while sum(len(p) for p in faults.strays(all_nodes, run_id).values()):
         assert time.monotonic() < deadline, faults.strays(all_nodes, run_id)
         time.sleep(1)
     with capsys.disabled():
         print("\ncut link: detected after %.1f s, cell stopped %.1f s later (%s)"
-              % (first["detected"] - cut, first["ended"] - first["detected"], first["reason"]))
+              % (first["detected"] - cut.injected_at, first["ended"] - first["detected"],
+                 first["reason"]))
 
 
 def test_the_mesh_check_names_a_blocked_port_and_a_wrong_interface_in_seconds(netns, tmp_path,

@@ -101,6 +101,20 @@ def test_every_worker_has_every_phase(smoke_run):
             assert found[("backward", 0)] > 0
 
 
+def test_every_process_that_trains_waited_in_its_rendezvous_for_the_others(smoke_run):
+    """Each worker (tensorflow-async: the chief) named the cell's other processes while it
+    waited in its framework's rendezvous, and kept how long, a part of its start-up."""
+    for system in SYSTEMS:
+        results = results_in(smoke_run["cells"][system])
+        labels = {"%s/%s" % key for key in results}
+        trainers = {key: r for key, r in results.items()
+                    if key[1].startswith("chief" if system == "tensorflow-async" else "worker")}
+        assert len(trainers) == (1 if system == "tensorflow-async" else NODES), system
+        for (node, proc), r in trainers.items():
+            assert sorted(r["config"]["waits_for"]) == sorted(labels - {node + "/" + proc})
+            assert 0 <= r["rendezvous_seconds"] < r["startup_seconds"], (system, node, r)
+
+
 def test_sync_workers_ran_the_same_steps(smoke_run):
     for system in SYNC:
         workers = [r for (node, proc), r in results_in(smoke_run["cells"][system]).items()

@@ -178,6 +178,41 @@ def test_a_fault_hook_kills_its_victim_once_from_what_the_watch_loop_polled(tmp_
     assert killer.pid == 4242 and killer.killed_at
 
 
+def test_a_node_fault_comes_once_at_the_trigger_s_progress_and_is_repaired_after_launch(
+        tmp_path):
+    """A link cut or a VM destroyed (faults.NodeFault): injected at the first poll where a
+    process on the trigger node reports progress (or the step asked for), once; repaired
+    after the cell's launch stage, before its files are fetched; another cell untouched."""
+    from types import SimpleNamespace
+    from selfcheck import faults
+    done = []
+    node1, node3 = SimpleNamespace(name="node1"), SimpleNamespace(name="node3")
+    starting = SimpleNamespace(node=node3, progress={})
+    trains = SimpleNamespace(node=node1, progress={"step": 1})
+    cut = faults.NodeFault("node1", CELL.id, lambda: done.append("cut"),
+                           lambda: done.append("up"), step=2)
+    anything = faults.NodeFault("node3", CELL.id, lambda: done.append("destroyed"))
+    run = a_run(tmp_path)
+    (other,) = matrix.plan("smoke", 2, systems="mxnet-sync")
+    for hook in (cut, anything):
+        hook.after("poll", run, [starting, trains], CELL)
+        hook.after("launch", run, None, CELL)
+    assert done == [] and cut.injected_at is None  # step 1; node3's progress not yet written
+    trains.progress["step"], starting.progress = 2, {"phase": "setup"}
+    for hook in (cut, anything):
+        hook.after("poll", run, [starting, trains], other)
+    assert done == []  # another cell's polls
+    for _ in range(2):
+        for hook in (cut, anything):
+            hook.after("poll", run, [starting, trains], CELL)
+    assert done == ["cut", "destroyed"] and cut.injected_at and anything.injected_at
+    cut.after("fetch", run, None, CELL)
+    assert done == ["cut", "destroyed"]
+    cut.after("launch", run, None, CELL)
+    anything.after("launch", run, None, CELL)  # no repair given
+    assert done == ["cut", "destroyed", "up"] and cut.repaired_at
+
+
 def test_options_come_from_one_dataclass_with_their_checks():
     names = [f.name for f in options.on_command_line(BenchOptions)]
     assert names[:5] == ["inventory", "stack", "stacks", "size", "run"]

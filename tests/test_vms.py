@@ -19,7 +19,6 @@ Sized for CI under TCG: 1 vCPU and 1.5 GB per VM."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 
@@ -29,7 +28,7 @@ from harness.clusters import libvirt, vagrant
 from harness.nodes import inventory, access as nodes
 from harness.plan import matrix
 from selfcheck import faults
-from tests.conftest import INVOKE, invoke
+from tests.conftest import invoke
 from harness.paths import REPO
 import registry
 
@@ -170,51 +169,40 @@ def test_a_system_mode_end_to_end_through_the_vms(provisioned_vms, tmp_path):
 
 @pytest.fixture(scope="module")
 def destroyed_mid_cell(provisioned_vms, tmp_path_factory):
-    """`virsh destroy` of the last node mid-cell, as soon as every process of a 60-step cell
-    is launched (their pids recorded) and one on that node reports progress. Its worker is still
-    importing MXNet then: waiting for its steps would add a minute or two of emulated
-    start-up, and the poll that finds the VM gone is the same in every phase (in training:
-    docs/reproducing.md). Returns when bench has ended."""
+    """`virsh destroy` of the last node mid-cell, through the run's poll hook
+    (faults.NodeFault): once every process of a 60-step cell is launched (their pids
+    recorded) and one on that node reports progress. Its worker is still importing MXNet
+    then: waiting for its steps would add a minute or two of emulated start-up, and the poll
+    that finds the VM gone is the same in every phase (in training: docs/reproducing.md).
+    Returns when bench has ended."""
+    from harness import commands
+    from harness.run import hooks
     results = tmp_path_factory.mktemp("destroyed")
     run_id = "vm-destroyed-%d" % time.time()
-    command = [INVOKE, "bench", "--inventory", "vagrant", *STACK, "--run", run_id,
-               "--systems", SYSTEM, "--benchmarks", "lenet5-cifar10", "--steps", "60",
-               "--results", str(results)]
-    log = results / "bench.log"  # a file, not a pipe that nobody reads while the cell runs
-    with open(log, "w") as out:
-        bench = subprocess.Popen(command, cwd=str(REPO), stdout=out, stderr=subprocess.STDOUT,
-                                 text=True, env=dict(os.environ, **SIZE))
-    try:
-        status_file, destroyed = _destroy_the_last_once_its_roles_run(bench, run_id, results)
-        bench.wait(timeout=600)
-    finally:
-        if bench.poll() is None:  # the test failed: stop bench as Ctrl-C would
-            bench.send_signal(signal.SIGINT)
-            bench.wait(timeout=120)
-    return {"run_id": run_id, "results": results, "destroyed": destroyed,
-            "output": log.read_text(), "status": json.loads(status_file.read_text())}
-
-
-def _destroy_the_last_once_its_roles_run(bench, run_id, results):
     (cell,) = matrix.plan("smoke", VMS, systems=SYSTEM, benchmarks="lenet5-cifar10", steps=60)
-    last = nodes.connect_all(inventory.load("vagrant"))[-1]
-    folder = faults.run_folder(last, run_id) + "/" + cell.id
-    status_file = results / run_id / cell.id / "status.json"
-    deadline = time.monotonic() + 600
-    while not status_file.is_file() or "processes" not in json.loads(status_file.read_text()) \
-            or not faults.progress_of(last, folder):
-        assert time.monotonic() < deadline and bench.poll() is None
-        time.sleep(0.5)
-    domain = [d for d in libvirt.virsh("list", "--name").stdout.split() if d.endswith("_" + LAST)]
-    libvirt.virsh("destroy", domain[0])
-    return status_file, time.time()
+
+    def destroy():
+        domain = [d for d in libvirt.virsh("list", "--name").stdout.split()
+                  if d.endswith("_" + LAST)]
+        libvirt.virsh("destroy", domain[0])
+    fault = faults.NodeFault(LAST, cell.id, destroy)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in SIZE.items():
+            patch.setenv(name, value)
+        commands.bench_named("vagrant", STACK[1], "smoke", str(results), run=run_id,
+                             systems=SYSTEM, benchmarks="lenet5-cifar10", steps=60,
+                             hooks=[hooks.GivenCells([cell]), fault])
+    assert fault.injected_at, "no process on %s reported progress" % LAST
+    status = json.loads((results / run_id / cell.id / "status.json").read_text())
+    return {"run_id": run_id, "results": results, "destroyed": fault.injected_at,
+            "status": status}
 
 
 def test_a_vm_destroyed_mid_cell_fails_the_cell_within_10_s(destroyed_mid_cell):
-    status, text = destroyed_mid_cell["status"], destroyed_mid_cell["output"]
-    assert status["status"] == "failed" and LAST in status["reason"], text
+    status = destroyed_mid_cell["status"]
+    assert status["status"] == "failed" and LAST in status["reason"], status
     detected = status["detected"] - destroyed_mid_cell["destroyed"]
-    assert detected <= 10.0, (detected, text)
+    assert detected <= 10.0, (detected, status["reason"])
     print("\n%s destroyed: the cell failed %.1f s later: %s" % (LAST, detected,
                                                              status["reason"]))
 

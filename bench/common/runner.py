@@ -1,5 +1,6 @@
 """What every trainer does around its framework-specific loop: read the cell config, start the
 sampler, write result.json whether the run succeeds or fails."""
+import contextlib
 import faulthandler
 import os
 import platform
@@ -11,7 +12,7 @@ import traceback
 
 from contract import cellconfig, codedigest, nodefolder
 
-from . import cpuinfo, interference
+from . import cpuinfo, interference, samemath
 from .results import write_json
 from .sampler import Sampler
 
@@ -73,6 +74,21 @@ def run(config, train, versions, kernels=None):
         result["peak_own_rss_mb"] = sampler.peak_own_rss_mb
         write_json(os.path.join(out_dir, nodefolder.RESULT), result)
     return result
+
+
+@contextlib.contextmanager
+def waiting(config, sampler):
+    """Around the framework's rendezvous: meanwhile the process's progress names whom it waits
+    for (cell.json waits_for), so that a cell stuck in start-up says who has not come (the
+    controller keeps those that have not: harness/run/stall.py), and result.json keeps how
+    long the wait took, a part of the start-up."""
+    began = time.time()
+    sampler.progress(waiting=config["waits_for"])
+    try:
+        yield
+    finally:
+        sampler.state.pop("waiting", None)
+        _BUILDING.get("result", {})["rendezvous_seconds"] = time.time() - began
 
 
 def read_kernels(kernels):
@@ -137,6 +153,16 @@ def lifetime(result):
     if started and ended:
         out["execution_seconds"] = ended - started
     return out
+
+
+def model_ready(config, parameters, how, loaded_weights):
+    """What every trainer does once its model is built (in the same-math check, from the
+    canonical initial weights): writes those weights back as the framework holds them, a
+    wrong conversion showing before any step (samemath LOADED; loaded_weights() reads them
+    in the canonical layout), and logs the network, its parameters and how it trains."""
+    if config["math"]:
+        samemath.write_weights(config, loaded_weights(), samemath.LOADED)
+    log(config, "%s: %d parameters, %s" % (config["network"], parameters, how))
 
 
 def log(config, message):

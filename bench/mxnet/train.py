@@ -104,17 +104,17 @@ def prepare_calibration(config, sampler, net, batch):
 
 
 def train(config, sampler):
-    kvstore = mx.kv.create("dist_%s" % config["mode"])
+    with runner.waiting(config, sampler):
+        kvstore = mx.kv.create("dist_%s" % config["mode"])
     loader = data.loader(config)
     size = config["input_size"]
     net = build(config, (config["local_batch"], 3, size, size))
     if config["math"]:  # before the trainer: its KVStore starts from these values
         models.set_canonical(net, samemath.checked_initial_weights(config))
-        samemath.write_weights(config, models.canonical(net), samemath.LOADED)
+    runner.model_ready(config, models.parameter_count(net), "kvstore %s rank %d of %d workers"
+                       % (kvstore.type, kvstore.rank, kvstore.num_workers),
+                       lambda: models.canonical(net))
     trainer = gluon.Trainer(trained(net), "sgd", sgd(config), kvstore=kvstore)
-    runner.log(config, "%s: %d parameters, kvstore %s rank %d of %d workers"
-               % (config["network"], models.parameter_count(net), kvstore.type, kvstore.rank,
-                  kvstore.num_workers))
     step = make_step(config, net, trainer)
     result, batch = loop.timed_steps(config, sampler, epoch_batches(config, loader), step)
     parts = sequence.Parts(

@@ -77,16 +77,16 @@ def train(config, sampler):
     torch.set_num_threads(config["threads"])
     torch.set_num_interop_threads(config["interop_threads"])
     timeout = datetime.timedelta(seconds=config["collective_timeout"])
-    dist.init_process_group("gloo", init_method="env://", timeout=timeout)
+    with runner.waiting(config, sampler):
+        dist.init_process_group("gloo", init_method="env://", timeout=timeout)
     torch.manual_seed(config["seed"])  # same initial weights everywhere (DDP broadcasts anyway)
     model = models.build(config["network"], config["classes"])
     if config["math"]:
         models.set_canonical(model, samemath.checked_initial_weights(config))
-        samemath.write_weights(config, models.canonical(model), samemath.LOADED)
+    runner.model_ready(config, models.parameter_count(model),
+                       "world size %d" % dist.get_world_size(), lambda: models.canonical(model))
     ddp = DistributedDataParallel(model, **ddp_options(model))
     loader = data.loader(config)
-    runner.log(config, "%s: %d parameters, world size %d"
-               % (config["network"], models.parameter_count(model), dist.get_world_size()))
     step = make_step(config, ddp)
     result, batch = loop.timed_steps(config, sampler, epoch_batches(config, loader), step)
     parts = sequence.Parts(

@@ -122,20 +122,19 @@ def train(config, sampler):
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     ps_strategy = getattr(tf.distribute, "ParameterServerStrategy", None) or \
         tf.distribute.experimental.ParameterServerStrategy  # TF 2.5
-    strategy = ps_strategy(resolver)
-    coordinator = coordinator_module().ClusterCoordinator(strategy)
+    with runner.waiting(config, sampler):
+        strategy = ps_strategy(resolver)
+        coordinator = coordinator_module().ClusterCoordinator(strategy)
     with strategy.scope():
         model = built(config)
         step = replica_step(config, model, sgd(config))
-    if config["math"]:
-        samemath.write_weights(config, models.canonical(model),
-                               samemath.LOADED)
+    rule = loop.StopRule(config)  # the chief's alone: no agreement in an async mode
+    runner.model_ready(config, models.parameter_count(model), "up to %d closures over %d "
+                       "workers (ParameterServer)" % (rule.ceiling * config["world_size"],
+                                                      config["world_size"]),
+                       lambda: models.canonical(model))
     per_worker = coordinator.create_per_worker_dataset(full_dataset_fn(config))
     fn = tf.function(lambda iterator: strategy.run(closure(step), args=(iterator,)))
-    rule = loop.StopRule(config)  # the chief's alone: no agreement in an async mode
-    runner.log(config, "%s: %d parameters, up to %d closures over %d workers (ParameterServer)"
-               % (config["network"], models.parameter_count(model),
-                  rule.ceiling * config["world_size"], config["world_size"]))
     started, net_before = time.time(), sampler.net_counters()
     iterator = iter(per_worker)
     records = schedule_all(config, sampler, coordinator, fn, iterator, rule)

@@ -4,7 +4,7 @@ import time
 
 import tensorflow as tf
 
-from bench.common import agree, cifar, loop, runner, samemath, sequence
+from bench.common import agree, cifar, loop, runner, sequence
 from bench.tensorflow import data, models, profiling
 from bench.tensorflow.parts import (built, ordered_dataset, prepare_calibration, replica_step,
                                     sgd)
@@ -27,12 +27,14 @@ def train(config, sampler, finish=None):
     """finish: called with a barrier of every worker, for leave_together()."""
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=tf.distribute.experimental.CommunicationImplementation.RING)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    with runner.waiting(config, sampler):
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     with strategy.scope():
         model = built(config)
         step = replica_step(config, model, sgd(config))
-    if config["math"]:
-        samemath.write_weights(config, trained_weights(strategy, model), samemath.LOADED)
+    runner.model_ready(config, models.parameter_count(model), "%d workers (MultiWorkerMirrored, "
+                       "RING)" % strategy.num_replicas_in_sync,
+                       lambda: trained_weights(strategy, model))
     images = data.image_count(config["shard"], config["label_bytes"])
     cifar.check_enough(config, min(images, config.get("subset_images") or images))
     dist = strategy.distribute_datasets_from_function(
@@ -47,9 +49,6 @@ def train(config, sampler, finish=None):
         loss = strategy.experimental_local_results(run(*batch))[0].numpy()
         return loss * config["world_size"]
 
-    runner.log(config, "%s: %d parameters, %d workers (MultiWorkerMirrored, RING)"
-               % (config["network"], models.parameter_count(model),
-                  strategy.num_replicas_in_sync))
     result, batch = loop.timed_steps(config, sampler, lambda epoch: batches, train_step)
     local_batch = [strategy.experimental_local_results(t)[0] for t in batch]
     everyone = barrier(config)

@@ -27,6 +27,18 @@ def roles(cell, nodes):
     return placed
 
 
+def label(node, role, rank):
+    """How the package names one process of a cell: node1/scheduler-0."""
+    return "%s/%s-%d" % (node.name, role, rank)
+
+
+def peers(cell, nodes, node, role, rank):
+    """The cell's other processes, by label: whom a process waits for in its framework's
+    rendezvous (every one registers there before any trains)."""
+    return [label(n, r, k) for n, r, k in roles(cell, nodes)
+            if (n.name, r, k) != (node.name, role, rank)]
+
+
 def listening_port(cell, node, role, rank):
     """The port name this process listens on (registry `listens`: by role, or role-rank)."""
     listens = registry.system(cell.system)["listens"]

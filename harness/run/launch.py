@@ -82,7 +82,7 @@ class Process:
 
     @property
     def label(self):
-        return "%s/%s-%d" % (self.node.name, self.role, self.rank)
+        return layout.label(self.node, self.role, self.rank)
 
 
 def environment():
@@ -156,6 +156,7 @@ def prepare(cell, run_id, nodes, stack, shards, lease=None, together=False):
             full_data="%s/%s" % (data_dirs[rank], full_name(cell.nodes)),
             full_data_by_worker=["%s/%s" % (d, full_name(cell.nodes)) for d in data_dirs],
             worker_nodes=[n.name for n in used], sharing=sharing(cell, nodes, node),
+            waits_for=layout.peers(cell, nodes, node, role, rank),
             profiler_services=layout.profiler_services(cell, nodes),
             profiler_port=layout.profiler_port(cell, node, role),
             subset_images=cell.subset_images, agree_address=layout.agree_address(cell, nodes),

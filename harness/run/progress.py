@@ -64,7 +64,7 @@ class CellProgress(LiveOnTerminal):
             self.live.update(self._table(processes, elapsed))
         elif time.monotonic() - self._last_line >= LINE_SECONDS:
             self._last_line = time.monotonic()
-            parts = ["%s %s %s" % (p.label, _steps(p), p.progress.get("phase", "starting"))
+            parts = ["%s %s %s" % (p.label, _steps(p), _phase(p))
                      for p in processes]
             self.console.print("  [%4.0fs%s] %s" % (elapsed, self.eta(processes, elapsed),
                                                      " | ".join(parts)), highlight=False)
@@ -91,9 +91,15 @@ class CellProgress(LiveOnTerminal):
         for column in ("node/role", "steps", "phase", "peak RSS MB", "pid"):
             table.add_column(column)
         for p in processes:
-            table.add_row(p.label, _steps(p), p.progress.get("phase", "starting"),
+            table.add_row(p.label, _steps(p), _phase(p),
                           str(p.progress.get("peak_rss_mb", "")), str(p.pid or ""))
         return table
+
+
+def _phase(proc):
+    """Its phase; "setup, in rendezvous" while it waits there for the cell's others."""
+    phase = proc.progress.get("phase", "starting")
+    return phase + ", in rendezvous" if "waiting" in proc.progress else phase
 
 
 def _short(seconds):

@@ -110,12 +110,16 @@ class StallWatch:
         self.halted_since = {}  # label -> when a poll first found it stopped (state T)
 
     def check(self, processes, now):
-        """[(process, why)] for every process that stopped moving, as of `now` (monotonic)."""
+        """[(process, why)] for every process that stopped moving, as of `now` (monotonic); one
+        still starting in its rendezvous says whom of the cell it still waits for."""
         stalled = []
+        absent = not_arrived(processes)
         for proc in processes:
             if proc.rc is not None:
                 continue
             why = self._why(proc, now)
+            if why.startswith("still starting"):
+                why += waiting_for(proc, absent)
             if why:
                 stalled.append((proc, why))
         return stalled
@@ -176,3 +180,27 @@ class StallWatch:
             return 0.0
         since = now - self.halted_since.setdefault(proc.label, now)
         return since if since >= HALTED_SECONDS * self.bounds.slowness else 0.0
+
+
+def not_arrived(processes):
+    """The labels of the processes that have not come to the rendezvous: exited, stopped by a
+    signal, or still starting and not yet waiting there (a service serving has come)."""
+    out = set()
+    for proc in processes:
+        progress = proc.progress or {}
+        arrived = progress.get("phase") not in STARTING or "waiting" in progress
+        if proc.rc is not None or proc.halted or not arrived:
+            out.add(proc.label)
+    return out
+
+
+def waiting_for(proc, absent):
+    """"; waiting for node1/scheduler-0" where the process waits in its framework's rendezvous
+    (its progress lists the cell's processes it waits for) for processes that have not come;
+    "" where it is not waiting there."""
+    waits = (proc.progress or {}).get("waiting")
+    if waits is None:
+        return ""
+    missing = [label for label in waits if label in absent]
+    return "; waiting in its rendezvous for %s" % (", ".join(missing) if missing else
+                                                  "none: every process of the cell has come")
