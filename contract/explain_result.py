@@ -6,6 +6,7 @@ renamed on one side fails at once and says which, instead of a report that quiet
 import json
 
 from . import runfolder
+from .errors import UserError
 
 FILE = runfolder.EXPLAIN
 MARKDOWN = "explain.md"
@@ -27,6 +28,7 @@ KEYS = {
     "ladder_level": ("level", "name", "value", "low", "high"),
     "most": ("rung", "value", "low", "high"),
 }
+NULLABLE = ("most",)  # a ladder none of whose steps could be measured has no largest one
 # where each kind of object sits: (kind, the parent's kind, the parent's key, how it holds
 # them: a list, a dict by name, or one)
 NESTED = (("claim", "result", "claims", list),
@@ -44,6 +46,8 @@ def differences(result):
 
 
 def _compare(kind, obj, where, found):
+    if obj is None and kind in NULLABLE:
+        return
     if not isinstance(obj, dict):
         found.append("%s is not an object" % where)
         return
@@ -59,9 +63,10 @@ def _compare(kind, obj, where, found):
             value = obj[key]
             items = (enumerate(value) if shape is list and isinstance(value, list) else
                      sorted(value.items()) if shape is dict and isinstance(value, dict) else
-                     [("", value)])
+                     [(None, value)])
             for name, item in items:
-                _compare(child, item, "%s %s[%s]" % (where, key, name), found)
+                _compare(child, item, "%s %s%s" % (where, key, "" if name is None else
+                                                   "[%s]" % name), found)
 
 
 def checked(result):
@@ -75,6 +80,13 @@ def checked(result):
 
 
 def read(path):
-    """explain.json at `path`, checked; ValueError says what differs (one written by another
-    version of the package)."""
-    return checked(json.loads(open(str(path)).read()))
+    """explain.json at `path`, checked; one whose keys differ (written by another version of
+    the package) is a UserError naming each difference."""
+    result = json.loads(open(str(path)).read())
+    wrong = differences(result)
+    if wrong:
+        raise UserError("%s does not follow this version's explain.json:\n  %s"
+                        % (path, "\n  ".join(wrong)),
+                        "run the same `invoke explain --run ...` again with this version, or "
+                        "move %s out of the run's folder" % path)
+    return result

@@ -22,6 +22,7 @@ ANALYSIS, REPORT, REPORT_HTML = "analysis", "report.md", "report.html"
 # an interval check's folder and table (invoke interval-check); "calibration" is the trainers'
 # timed passes alone, and the check's folders from before it was named apart read as its
 INTERVAL_CHECK_FOLDER, INTERVAL_CHECK = "interval-check-", "interval_check.json"
+INTERVAL_CHECK_REPORT = "interval_check.md"
 OLD_INTERVAL_CHECK_FOLDER, OLD_INTERVAL_CHECK = "calibration-", "calibration.json"
 STATES = ("pending", "running", "succeeded", "failed")
 

@@ -89,9 +89,10 @@ class KillWhenTraining(hooks.Hook):
 class NodeFault(hooks.Hook):
     """A fault of a node, not of one role (its link cut, its VM destroyed), through the run's
     hooks: at the poll stage of the cell `cell_id`, once a process on node `trigger` reports
-    `step` (None: any progress at all), inject() once (injected_at); after the cell's launch
-    stage (its processes watched to the failure and stopped where they can be reached),
-    repair(), so that the cell's files are fetched and the next cell runs on whole nodes."""
+    `step` (None: any progress at all), inject() once (injected_at); once the cell's launch
+    stage has ended (its processes watched to the failure and stopped where they can be
+    reached), before its fetch, which runs whatever the launch raised: repair(), once, so
+    that the cell's files are fetched and the next cell (or its retry) runs on whole nodes."""
 
     def __init__(self, trigger, cell_id, inject, repair=None, step=None):
         self.trigger, self.cell_id, self.step = trigger, cell_id, step
@@ -99,15 +100,20 @@ class NodeFault(hooks.Hook):
         self.injected_at = self.repaired_at = None
 
     def after(self, stage, run, value, cell=None):
-        if cell is None or cell.id != self.cell_id:
-            return value
-        if stage == "poll" and self.injected_at is None and self._due(value):
+        if stage == "poll" and self._ours(cell) and self.injected_at is None and \
+                self._due(value):
             self.inject()
             self.injected_at = time.time()
-        elif stage == "launch" and self.injected_at and self.repair:
+        return value
+
+    def before(self, stage, run, cell=None):
+        if stage == "fetch" and self._ours(cell) and self.injected_at and self.repair and \
+                self.repaired_at is None:
             self.repair()
             self.repaired_at = time.time()
-        return value
+
+    def _ours(self, cell):
+        return cell is not None and cell.id == self.cell_id
 
     def _due(self, processes):
         reports = [p.progress for p in processes if p.node.name == self.trigger and p.progress]

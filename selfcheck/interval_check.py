@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import stats, tidy, variation
+from analysis import stats, tidy
 from harness import commands
 from harness.plan import matrix
 from harness.results import run_manifest
@@ -36,7 +36,7 @@ from contract import runfolder
 from contract.runfolder import RunFolder
 
 GOAL = (0.90, 0.99)
-REPORT = "interval_check.md"
+REPORT = runfolder.INTERVAL_CHECK_REPORT
 
 
 def run(options, data="synthetic"):

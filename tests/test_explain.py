@@ -206,19 +206,22 @@ def test_the_main_report_shows_what_moves_each_claim(tmp_path):
     # one of another version (a key renamed) is refused, naming the key, not read as "none"
     result["claims"][0]["why_it_moves"] = result["claims"][0].pop("sentence")
     (run / "explain.json").write_text(json.dumps(result))
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(UserError) as refused:
         report.build(run, quiet=True)
     assert "claims[0] (claim): keys the contract does not name: why_it_moves; missing: " \
-        "sentence" in str(refused.value)
+        "sentence" in refused.value.cause
+    assert "move %s out of the run's folder" % (run / "explain.json") in refused.value.fix
 
 
 def explain_json(sentence):
     """An explain.json of one claim and one effect with every key the contract names."""
     from contract import explain_result
     blank = {kind: dict.fromkeys(keys) for kind, keys in explain_result.KEYS.items()}
+    # one ladder with its largest step, one none of whose steps was measured (most: null)
     claim = dict(blank["claim"], id=CLAIM, sentence=sentence, effects=[blank["effect"]],
                  ladders={"threads": dict(blank["ladder"], levels=[blank["ladder_level"]],
-                                          most=blank["most"])})
+                                          most=blank["most"]),
+                          "threads_unmeasured": dict(blank["ladder"], levels=[], most=None)})
     return dict(blank["result"], claims=[claim], system_effects=[], levels=[blank["level"]])
 
 

@@ -178,11 +178,12 @@ def test_a_fault_hook_kills_its_victim_once_from_what_the_watch_loop_polled(tmp_
     assert killer.pid == 4242 and killer.killed_at
 
 
-def test_a_node_fault_comes_once_at_the_trigger_s_progress_and_is_repaired_after_launch(
+def test_a_node_fault_comes_once_at_the_trigger_s_progress_and_is_repaired_before_fetch(
         tmp_path):
     """A link cut or a VM destroyed (faults.NodeFault): injected at the first poll where a
     process on the trigger node reports progress (or the step asked for), once; repaired
-    after the cell's launch stage, before its files are fetched; another cell untouched."""
+    once, before the cell's files are fetched (a stage that runs whatever the launch
+    raised), not again before a retry's fetch; another cell untouched."""
     from types import SimpleNamespace
     from selfcheck import faults
     done = []
@@ -196,7 +197,7 @@ def test_a_node_fault_comes_once_at_the_trigger_s_progress_and_is_repaired_after
     (other,) = matrix.plan("smoke", 2, systems="mxnet-sync")
     for hook in (cut, anything):
         hook.after("poll", run, [starting, trains], CELL)
-        hook.after("launch", run, None, CELL)
+        hook.before("fetch", run, CELL)
     assert done == [] and cut.injected_at is None  # step 1; node3's progress not yet written
     trains.progress["step"], starting.progress = 2, {"phase": "setup"}
     for hook in (cut, anything):
@@ -206,10 +207,12 @@ def test_a_node_fault_comes_once_at_the_trigger_s_progress_and_is_repaired_after
         for hook in (cut, anything):
             hook.after("poll", run, [starting, trains], CELL)
     assert done == ["cut", "destroyed"] and cut.injected_at and anything.injected_at
-    cut.after("fetch", run, None, CELL)
+    cut.before("judge", run, CELL)
+    cut.before("fetch", run, other)
     assert done == ["cut", "destroyed"]
-    cut.after("launch", run, None, CELL)
-    anything.after("launch", run, None, CELL)  # no repair given
+    for _ in range(2):  # the cell's fetch, then a retry's
+        cut.before("fetch", run, CELL)
+        anything.before("fetch", run, CELL)  # no repair given
     assert done == ["cut", "destroyed", "up"] and cut.repaired_at
 
 

@@ -69,33 +69,31 @@ def test_a_process_stopped_before_its_first_progress_is_singled_out_within_secon
     assert slow.check([scheduler], 0.0) == slow.check([scheduler], 99.0) == []
 
 
-def test_a_worker_in_its_rendezvous_says_whom_of_the_cell_has_not_come():
-    """The workers of an mxnet-sync cell wait in the KVStore's rendezvous for the cell's other
-    processes: past the start-up bound, each names those that have not come (the scheduler
-    not begun, a server still importing), not those that have (a server serving, the other
-    worker waiting too); before, both workers and the scheduler read "still starting" alike."""
-    labels = ["node1/scheduler-0", "node1/server-0", "node2/server-1", "node1/worker-0",
-              "node2/worker-1"]
-    scheduler = proc(labels[0])
-    serving = proc(labels[1], phase="server", updated=1.0)
-    importing = proc(labels[2], phase="setup", updated=1.0)
-    workers = [proc(label, phase="setup", updated=1.0,
-                    waiting=[other for other in labels if other != label])
-               for label in labels[3:]]
+def test_a_process_in_its_rendezvous_says_whom_of_the_cell_has_not_come():
+    """A tensorflow-async chief waits in its rendezvous for the ps and worker servers: past the
+    start-up bound it names those that cannot have come (a ps not begun, one still importing
+    TensorFlow: a server writes its role's phase once it serves), not those serving; before,
+    the chief and its missing peers read "still starting" alike. With every other process
+    serving it says so, not that they have registered (MXNet's servers serve from inside
+    their import: whether they registered only MXNet knows)."""
+    labels = ["node1/chief-0", "node1/ps-0", "node2/ps-1", "node1/worker-0", "node2/worker-1"]
+    chief = proc(labels[0], phase="setup", updated=1.0, waiting=labels[1:])
+    not_begun, importing = proc(labels[1]), proc(labels[2], phase="setup", updated=1.0)
+    serving = [proc(label, phase="worker", updated=1.0) for label in labels[3:]]
     watch = stall.StallWatch(stall.Bounds(setup=90.0, step=30.0, source="a basis"))
-    every = [scheduler, serving, importing] + workers
+    every = [chief, not_begun, importing] + serving
     assert watch.check(every, 0.0) == []
-    for p in every[1:]:
+    for p in [chief, importing] + serving:
         p.progress = dict(p.progress, updated=89.0)  # alive, their heartbeats moving
     found = dict((p.label, why) for p, why in watch.check(every, 91.0))
-    assert found["node2/worker-1"] == (
+    assert found["node1/chief-0"] == (
         "still starting after 91 s (phase setup; bound 90 s); waiting in its rendezvous for "
-        "node1/scheduler-0, node2/server-1")
-    assert found["node1/scheduler-0"] == "still starting after 91 s (phase not begun; bound 90 s)"
-    scheduler.progress, importing.progress = {"phase": "scheduler", "updated": 90.0}, dict(
-        importing.progress, phase="server")
-    (why,) = [w for p, w in watch.check(every, 92.0) if p is workers[0]]
-    assert why.endswith("waiting in its rendezvous for none: every process of the cell has come")
+        "node1/ps-0, node2/ps-1")
+    assert found["node1/ps-0"] == "still starting after 91 s (phase not begun; bound 90 s)"
+    not_begun.progress, importing.progress = {"phase": "ps", "updated": 90.0}, dict(
+        importing.progress, phase="ps")
+    (why,) = [w for p, w in watch.check(every, 92.0) if p is chief]
+    assert why.endswith("waiting in its rendezvous, every other process of the cell running")
 
 
 def test_a_process_in_start_up_may_hold_its_sampler_three_times_as_long():

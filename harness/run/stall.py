@@ -183,8 +183,10 @@ class StallWatch:
 
 
 def not_arrived(processes):
-    """The labels of the processes that have not come to the rendezvous: exited, stopped by a
-    signal, or still starting and not yet waiting there (a service serving has come)."""
+    """The labels of the processes that cannot have come to the rendezvous: exited, stopped by
+    a signal, or still starting and not yet waiting there. A service in its serving phase is
+    running, but whether it has registered only the framework knows (MXNet's scheduler and
+    servers register inside `import mxnet`, which they enter in that phase)."""
     out = set()
     for proc in processes:
         progress = proc.progress or {}
@@ -202,5 +204,6 @@ def waiting_for(proc, absent):
     if waits is None:
         return ""
     missing = [label for label in waits if label in absent]
-    return "; waiting in its rendezvous for %s" % (", ".join(missing) if missing else
-                                                  "none: every process of the cell has come")
+    if missing:
+        return "; waiting in its rendezvous for %s" % ", ".join(missing)
+    return "; waiting in its rendezvous, every other process of the cell running"
