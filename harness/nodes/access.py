@@ -112,6 +112,7 @@ def stopped(state_text):
     return any(line.strip().startswith("T") for line in state_text.splitlines())
 
 q = shlex.quote
+REACH_TIMEOUT = 3.0  # s a node's kernel may take to answer TCP (Node.answers): else it is gone
 
 
 class Node:

@@ -12,6 +12,8 @@ import registry
 from contract import codedigest, manifest as manifests, nodefolder, runfolder
 from contract.errors import UserError
 from contract.runfolder import RunFolder, read_json
+
+from ..nodes.access import REACH_TIMEOUT
 from .. import clusters
 from ..clusters import sacct
 from ..paths import REPO, cache_dir
@@ -94,11 +96,19 @@ def keep_slurm_accounting(path):
 def finish_manifest(path, nodes):
     run = RunFolder(path)
     manifest = run.manifest()
-    manifest["host_facts"] = {node.name: _node_json(node, nodefolder.FACTS) for node in nodes}
+    lost = [node.name for node in nodes if not node.answers(REACH_TIMEOUT)]
+    if lost:  # a node taken away mid-run: the run still ends whole, its records built
+        print("%s did not answer at the run's end: what the manifest holds of %s is what the "
+              "run's start read" % (", ".join(lost), "them" if len(lost) > 1 else "it"),
+              flush=True)
+    kept, installed = manifest.get("host_facts") or {}, manifest.get("installed") or {}
+    manifest["host_facts"] = {node.name: kept.get(node.name) if node.name in lost else
+                              _node_json(node, nodefolder.FACTS) for node in nodes}
     # the versions of the envs of each of the run's stacks (provisioning writes one file each)
-    manifest["installed"] = {stack: {node.name: _node_json(node, "envs-%s.json" % stack)
-                                     for node in nodes}
-                             for stack in manifests.stack_names(manifest)}
+    manifest["installed"] = {
+        stack: {node.name: (installed.get(stack) or {}).get(node.name) if node.name in lost
+                else _node_json(node, "envs-%s.json" % stack) for node in nodes}
+        for stack in manifests.stack_names(manifest)}
     results = results_of(path)  # every process's result.json, read once for the three
     manifest["cpu"] = cpus_seen(results)
     manifest["kernels"] = kernels_seen(results, manifests.stack_names(manifest))

@@ -23,7 +23,7 @@ from contract import cellconfig, nodefolder
 SALVAGED = "operator profile incomplete"  # the warning of a cell kept after a fault
 POLL_SECONDS = 1.0
 POLL_TIMEOUT = 5.0    # s a node may take to answer a poll before it is checked for life
-REACH_TIMEOUT = 3.0   # s its kernel may take to answer TCP (node.answers): else it is gone
+REACH_TIMEOUT = nodes_mod.REACH_TIMEOUT
 SLOW_LIMIT = 120.0    # s a live node may go without answering a poll before the cell fails
 KILL_TIMEOUT = 20.0   # s to stop one process (TERM, grace, KILL) before the node is given up
 # s without a poll after which a role stops itself (bench/templates/_lease.sh.j2): a dead
