@@ -199,7 +199,7 @@ def analyze(c, given):
     result rebuilt from its plan.json and the runs."""
     from harness import commands
     o = built(more.AnalyzeOptions, _where(c, given))
-    commands.analyze(o.results, o.run)
+    commands.analyze(o.results, o.run, o.ledger)
 
 
 @_options_task(more.CompareOptions)
@@ -360,6 +360,42 @@ def stack_envs(c, given):
         print(path)
 
 
+# --- the ledger: `invoke ledger.add`, `ledger.claims` ---------------------------------------
+
+@_options_task(more.LedgerAddOptions, name="add")
+def ledger_add(c, given):
+    """Add an analysed run to the ledger (invoke analyze adds each run it analyses)."""
+    from harness import commands
+    from harness.results import run_manifest
+    o = built(more.LedgerAddOptions, _where(c, given))
+    commands.add_to_ledger(run_manifest.run_dir(o.results, o.run),
+                           o.ledger or commands.ledger_path(o.results))
+
+
+@_options_task(more.LedgerImportOptions, name="import")
+def ledger_import(c, given):
+    """Add the run of an `invoke artifact` archive (another machine's) to the ledger: its
+    digest (--digest), its SHA256SUMS and its format checked first, a run already there
+    refused; unpacked into <results>/imported/."""
+    from harness import commands
+    from harness.results import artifact
+    o = built(more.LedgerImportOptions, _where(c, given))
+    artifact.import_run(o.archive, o.results, o.ledger or commands.ledger_path(o.results),
+                        o.digest)
+
+
+@_options_task(more.LedgerClaimsOptions, name="claims")
+def ledger_claims(c, given):
+    """Each claim across the ledger's runs: per stack and machine class, and over every
+    machine, the runs, the random-effects pooled ratio with its 95% interval, tau^2 and I^2,
+    and the pooled verdict (which says when the runs disagree beyond their intervals)."""
+    from analysis import ledger as ledgers
+    from harness import commands
+    o = built(more.LedgerClaimsOptions, _where(c, given))
+    print(ledgers.claims_text(o.ledger or commands.ledger_path(o.results),
+                              listed(o.claims)))
+
+
 # --- the emulated cluster (root): `invoke cluster.up`, `cluster.status`, `cluster.down` -------
 
 @_options_task(options.ClusterUpOptions, name="up")
@@ -442,3 +478,4 @@ ns = Collection(provision, bench, estimate, collect, analyze, compare, explain, 
                 stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))
 ns.add_collection(Collection("vagrant", vagrant_box, vagrant_up, vagrant_down))
+ns.add_collection(Collection("ledger", ledger_add, ledger_import, ledger_claims))

@@ -4,6 +4,8 @@ verdicts, failed or missing cells and why. The report is SECTIONS in order, each
 module of its topic (analysis/sections/)."""
 from pathlib import Path
 
+import pandas as pd
+
 from contract import analysis_folder, manifest as manifests, runfolder
 from contract.runfolder import RunFolder
 
@@ -49,6 +51,7 @@ def build_stack(run_path, manifest, records, out, quiet=False):
     groups.to_csv(out / analysis_folder.GROUPS_TABLE, index=False)
     summary = {"disturbed": checks.disturbed_note(cells, manifest.get("run_id"))}
     blocks, pngs = sections(run_path, out, manifest, records, cells, groups, summary)
+    claims_table(summary.pop("claims")).to_csv(out / analysis_folder.CLAIMS_TABLE, index=False)
     (out / runfolder.REPORT).write_text(render.markdown(blocks))
     (out / runfolder.REPORT_HTML).write_text(render.to_html(blocks, "Reproduction report: run %s"
                                                     % manifest.get("run_id")))
@@ -59,6 +62,16 @@ def build_stack(run_path, manifest, records, out, quiet=False):
             print("disturbed: %s" % summary["disturbed"])
     return dict(summary, report=out / runfolder.REPORT, html=out / runfolder.REPORT_HTML, figures=pngs,
                 cells=cells, groups=groups)
+
+
+CLAIM_COLUMNS = ("id", "kind", "section", "paper", "tolerance", "measured", "low", "high",
+                 "verdict", "interval_verdict", "direction", "deviations")
+
+
+def claims_table(rows):
+    """The claims as the report judged them, one row each, for other tools (the ledger)."""
+    return pd.DataFrame([{c: row.get(c) for c in CLAIM_COLUMNS} for row in rows],
+                        columns=CLAIM_COLUMNS)
 
 
 def sections(run_path, out, manifest, records, cells, groups, summary):

@@ -10,3 +10,4 @@ MEMORY_TABLE = "memory_peaks.csv"  # each process's peak resident memory
 NETWORK_TABLE = "network.csv"  # bytes each node sent and received
 SCALING_TABLE = "scaling.csv"  # throughput and speedup per node count
 TWO_STACKS_TABLE = "claims_two_stacks.csv"  # each claim under both stacks
+CLAIMS_TABLE = "claims.csv"  # each claim's value, interval and verdict (the ledger reads it)

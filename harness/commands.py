@@ -15,7 +15,7 @@ from .plan.options import BenchOptions, ProvisionOptions
 from .clusters import links, slurm_jobs
 from contract.errors import UserError, incomplete_cells
 from contract.explain_plan import PLAN as EXPLAIN_PLAN
-from contract import manifest as manifests, runfolder
+from contract import ledger as ledger_schema, manifest as manifests, runfolder
 from contract.runfolder import CellStatus, RunFolder
 
 
@@ -120,8 +120,9 @@ def collect_run(inventory_name, results, run_id=None):
     return path
 
 
-def analyze(results, run_id=None):
-    """A run's report; or, given an explain folder (explain-<id>), its result rebuilt from the
+def analyze(results, run_id=None, ledger=None):
+    """A run's report, and the run added to the ledger (contract/ledger.py; `ledger`, or the
+    results folder's); or, given an explain folder (explain-<id>), its result rebuilt from the
     plan and the runs it names, as `invoke explain` built it."""
     if run_id and (Path(results) / run_id / EXPLAIN_PLAN).is_file():
         from analysis import explain
@@ -131,7 +132,21 @@ def analyze(results, run_id=None):
     path = run_manifest.run_dir(results, run_id)
     run_manifest.check_format(path)
     RunFolder(path).require_records()
-    return report.build(path)
+    built = report.build(path)
+    add_to_ledger(path, ledger or ledger_path(results))
+    return built
+
+
+def ledger_path(results):
+    return str(Path(results) / ledger_schema.FILE)
+
+
+def add_to_ledger(path, ledger):
+    """The analysed run into the ledger, once: says which."""
+    from analysis import ledger as ledgers
+    key, added = ledgers.add(path, ledger)
+    print("ledger: run %s %s %s (key %s)" % (Path(path).name, "added to" if added else
+                                             "already in", ledger, key), flush=True)
 
 
 def compare(results, run_a, run_b, out=None):

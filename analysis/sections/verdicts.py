@@ -76,7 +76,8 @@ def _usable_repeats(groups):
 
 
 def claims_section(groups, bed, moved=None, size=None, forest=None, first=None):
-    """The claims: (first-screen blocks, the method's blocks, tally). forest(rows, caveats):
+    """The claims: (first-screen blocks, the method's blocks, tally, the claims' rows).
+    forest(rows, caveats):
     the claims' figure; first(rows, common deviations, forest block, the notes' headlines):
     the first screen's lead (answer.blocks) before the table."""
     rows = claims.evaluate(groups, testbed=bed)
@@ -116,7 +117,7 @@ def claims_section(groups, bed, moved=None, size=None, forest=None, first=None):
               "the other (contradicted), or holds 1 (unclear), whatever the size; not "
               "judged where the verdict is partial or not comparable (what the measured "
               "part showed is in the basis). Deviations: the setup section." % PAPER)
-    ] + [("p", n) for n in notes] + [("p", claims.coverage_text())], answer.tally(rows)
+    ] + [("p", n) for n in notes] + [("p", claims.coverage_text())], answer.tally(rows), rows
 
 
 def _interval(row):
@@ -127,7 +128,7 @@ def _interval(row):
 def section_first_screen(ctx):
     """The report's title, the answer and the claims' table; keeps the method's blocks and
     the verdicts' tally for later."""
-    first, ctx.method, ctx.summary["verdicts"] = claims_section(
+    first, ctx.method, ctx.summary["verdicts"], ctx.summary["claims"] = claims_section(
         ctx.main, ctx.bed, ctx.moved, ctx.manifest.get("size"),
         lambda rows, caveats: ctx.figure(figures.claims_forest(rows, ctx.out / "claims",
                                                                caveats)),

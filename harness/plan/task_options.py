@@ -39,11 +39,43 @@ class CollectOptions:
     results: str = common("results")
 
 
+LEDGER = ("the ledger every analysed run is added to, one SQLite file that several users or "
+          "machines may share [<results>/ledger.sqlite]")
+
+
 @dataclass
 class AnalyzeOptions:
     """`invoke analyze`'s options."""
     run: str = option(help="run id (default: the latest), or an explain folder (explain-<id>)")
     results: str = common("results")
+    ledger: str = option(help=LEDGER)
+
+
+@dataclass
+class LedgerAddOptions:
+    """`invoke ledger.add`'s options: an analysed run added (analyze does it itself)."""
+    run: str = option(help=RUN)
+    results: str = common("results")
+    ledger: str = option(help=LEDGER)
+
+
+@dataclass
+class LedgerImportOptions:
+    """`invoke ledger.import`'s options."""
+    archive: str = required("an archive `invoke artifact` made (another machine's, say)")
+    digest: str = option(help="the archive's sha256 as its author published it: checked before "
+                              "anything is read (its SHA256SUMS prove integrity, not who made "
+                              "it)")
+    results: str = common("results")
+    ledger: str = option(help=LEDGER)
+
+
+@dataclass
+class LedgerClaimsOptions:
+    """`invoke ledger.claims`'s options."""
+    results: str = common("results")
+    ledger: str = option(help=LEDGER)
+    claims: str = option(help="comma-separated claim ids [every claim measured]")
 
 
 @dataclass

@@ -18,9 +18,11 @@ and compares it with the archived report.md, line by line.
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 import tempfile
 import time
+import zlib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -103,6 +105,73 @@ def verify(path):
           % (path.name, sums, "identical" if not differing
              else "%d line(s) differ" % len(differing)))
     return differing
+
+
+IMPORTED = "imported"  # <results>/imported/<run>-<archive digest>/: the runs of archives
+
+
+def import_run(path, results, ledger, digest=None):
+    """An archive of a run (from `invoke artifact`, perhaps another machine's) into the ledger:
+    its own sha256 against `digest` where given, its files against its SHA256SUMS, its results
+    format against this version's; unpacked into <results>/imported/, its analysis made where
+    the archive has none the ledger reads, then added once. Returns (key, the run's folder).
+    SHA256SUMS proves integrity only: whoever changed a file could have rebuilt the sums, and
+    such an archive cannot be told from the original; `digest`, the archive's sha256 as its
+    author published it, ties it to that copy."""
+    from analysis import ledger as ledgers, report
+    path = Path(path)
+    if not path.is_file():
+        raise UserError("no archive %s" % path, "give the path of an `invoke artifact` archive")
+    found = _sha256(path.read_bytes())
+    if digest and found != digest.strip().lower():
+        raise UserError("%s has sha256 %s, not the %s given: it is not the archive published"
+                        % (path.name, found, digest), "fetch the archive again from its author")
+    Path(results).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=str(Path(results))) as tmp:
+        run = _unpacked(path, Path(tmp))
+        run_manifest.check_format(run)
+        key = manifests_key(run)
+        if ledgers.known(ledger, key):
+            raise UserError("the run of %s (run %s, key %s) is in %s already: a run is counted "
+                            "once" % (path.name, run.name, key, ledger), "nothing to do")
+        target = Path(results) / IMPORTED / ("%s-%s" % (run.name, found[:12]))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(str(target), ignore_errors=True)
+        shutil.move(str(run), str(target))
+    if not ledgers.analysed(target):
+        report.build(target, quiet=True)
+    key, _ = ledgers.add(target, ledger, source="%s sha256:%s%s" % (
+        path.name, found, " (pinned)" if digest else ""))
+    print("imported %s (sha256 %s%s): run %s, key %s, into %s; unpacked in %s"
+          % (path.name, found[:12], ", the digest given" if digest else
+             ", its SHA256SUMS alone: integrity, not authorship", target.name, key, ledger,
+             target))
+    return key, target
+
+
+def manifests_key(run):
+    from contract import ledger as schema
+    return schema.run_key(RunFolder(run).manifest())
+
+
+def _unpacked(path, into):
+    """The run folder of the archive, unpacked into `into`, its sums checked."""
+    try:
+        with tarfile.open(str(path), "r:gz") as tar:
+            _safe_extract(tar, into)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise UserError("%s is not a readable artifact (%s)" % (path, exc),
+                        "fetch it again, or make it again with `invoke artifact --run RUN`")
+    runs = [p for p in into.iterdir() if p.is_dir()]
+    if len(runs) != 1 or not (runs[0] / SUMS).is_file():
+        raise UserError("%s is not an artifact of one run (no %s)" % (path, SUMS),
+                        "give an archive that `invoke artifact` made")
+    bad = check_sums(runs[0])
+    if bad:
+        raise UserError("%d file(s) in %s do not match its SHA256SUMS: %s"
+                        % (len(bad), path.name, ", ".join(bad[:5])),
+                        "the archive was changed or damaged: fetch it again")
+    return runs[0]
 
 
 def check_sums(run):

@@ -1,0 +1,278 @@
+"""The ledger of every analysed run (contract/ledger.py): add a run from its folder once its
+analysis is written, and read back each claim's measurements across runs, machines and
+stacks, pooled.
+
+Pooling: each run's claim is a ratio with a 95% interval; on the log scale its standard error
+is the interval's width / (2 x 1.96). The runs of one stack are pooled by a random-effects
+meta-analysis (DerSimonian and Laird 1986, by statsmodels' combine_effects, tau^2 truncated at
+0 as they define it), which gives the pooled ratio,
+its interval, tau^2 (the variance between runs beyond their own) and I^2 (the share of the
+spread that is between runs); Cochran's Q test says when the runs disagree more than their
+intervals allow (p < 0.05). The pooled interval is judged against the claim's band as one run's
+is (analysis/claims.py band_verdict)."""
+import json
+import math
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from contract import analysis_folder, ledger as schema, manifest as manifests
+from contract.errors import UserError
+from contract.runfolder import ANALYSIS, RunFolder
+
+from . import claims, testbed
+
+Z95 = 1.959964
+DISAGREE_P = 0.05
+
+
+def connect(path):
+    """The ledger at `path`, made with this version's schema where new; one of another
+    version is refused (a UserError), never read or written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(str(path))
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        with db:
+            for name, columns in schema.TABLES.items():
+                db.execute("CREATE TABLE %s (%s)" % (name, columns))
+            db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                       (str(schema.SCHEMA_VERSION),))
+        return db
+    found = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
+        if "meta" in tables else None
+    if found is None or found[0] != str(schema.SCHEMA_VERSION):
+        db.close()
+        raise UserError("%s is a ledger of schema version %s; this version reads %d"
+                        % (path, found[0] if found else "unknown", schema.SCHEMA_VERSION),
+                        "give another --ledger, or use the package version that wrote it")
+    return db
+
+
+def add(run_path, ledger_path, source=None):
+    """The run's cells and claims into the ledger, in one transaction (all or nothing);
+    returns (run key, True) or, where the ledger has the run already, (run key, False)."""
+    run_path = Path(run_path)
+    manifest = RunFolder(run_path).manifest()
+    key = schema.run_key(manifest)
+    db = connect(ledger_path)
+    try:
+        if db.execute("SELECT 1 FROM runs WHERE run_key=?", (key,)).fetchone():
+            return key, False
+        with db:
+            db.execute("INSERT INTO runs VALUES (%s)" % ",".join("?" * 15),
+                       run_row(key, manifest, source or str(run_path)))
+            for stack, folder in stack_folders(run_path, manifest):
+                db.executemany("INSERT INTO cells VALUES (%s)" % ",".join("?" * 12),
+                               cell_rows(key, stack, folder))
+                db.executemany("INSERT INTO claims VALUES (%s)" % ",".join("?" * 11),
+                               claim_rows(key, stack, folder))
+        return key, True
+    finally:
+        db.close()
+
+
+def known(ledger_path, key):
+    """Whether the ledger has the run of that key."""
+    db = connect(ledger_path)
+    try:
+        return db.execute("SELECT 1 FROM runs WHERE run_key=?", (key,)).fetchone() is not None
+    finally:
+        db.close()
+
+
+def analysed(run_path):
+    """Whether the run's analysis has what the ledger reads (this version's claims table)."""
+    try:
+        stack_folders(Path(run_path), RunFolder(run_path).manifest())
+    except UserError:
+        return False
+    return True
+
+
+def stack_folders(run_path, manifest):
+    """(stack, its analysis folder) of each stack of the run; a UserError where the run has no
+    analysis yet."""
+    names = manifests.stack_names(manifest)
+    top = run_path / ANALYSIS
+    found = [(names[0], top)] if len(names) == 1 else [(n, top / n) for n in names]
+    missing = [str(f) for _, f in found if not (f / analysis_folder.CLAIMS_TABLE).is_file()]
+    if missing:
+        raise UserError("run %s has no analysis to add to the ledger (%s)"
+                        % (run_path.name, ", ".join(missing)),
+                        "run `invoke analyze --run %s` first" % run_path.name)
+    return found
+
+
+def run_row(key, manifest, source):
+    bed = testbed.describe(manifests.view(manifest, manifests.stack_names(manifest)[0]))
+    cpu = next(iter((manifest.get("cpu") or {}).values()), {}) or {}
+    isa = isa_level(cpu.get("isa") or [])
+    model = cpu.get("model") or "unknown CPU"
+    repeats = (manifest.get("options") or {}).get("repeats")
+    return (key, manifest.get("run_id"), manifest.get("started"), manifest.get("size"),
+            repeats, json.dumps(manifests.stack_names(manifest)), model, isa,
+            "%s, %s" % (model, isa), json.dumps(manifest.get("kernels") or {}, sort_keys=True),
+            bed.get("layout"),
+            int(any(d["key"] == "shared_cores" for d in bed.get("deviations", []))),
+            json.dumps(manifest.get("contention") or {}, sort_keys=True, default=str), source,
+            time.time())
+
+
+def isa_level(isa):
+    """The widest vector extension a CPU has, the part of it that moves TensorFlow's kernels:
+    AMX, AVX-512 or AVX2 (or what it names)."""
+    for level, prefix in (("AMX", "AMX"), ("AVX-512", "AVX-512"), ("AVX2", "AVX2")):
+        if any(flag.startswith(prefix) for flag in isa):
+            return level
+    return isa[0] if isa else "unknown ISA"
+
+
+def cell_rows(key, stack, folder):
+    groups = pd.read_csv(folder / analysis_folder.GROUPS_TABLE)
+    out = []
+    for g in groups.itertuples():
+        out.append((key, stack, g.benchmark, g.system, int(g.nodes), _text(g.link),
+                    int(g.repeats), g.status, int(g.disturbed), _number(g.execution_seconds),
+                    _number(g.ci_low), _number(g.ci_high)))
+    return out
+
+
+def claim_rows(key, stack, folder):
+    table = pd.read_csv(folder / analysis_folder.CLAIMS_TABLE)
+    return [(key, stack, c.id, c.kind, _number(c.paper), _number(c.tolerance),
+             _number(c.measured), _number(c.low), _number(c.high), _text(c.verdict),
+             _text(c.interval_verdict)) for c in table.itertuples()]
+
+
+def _number(value):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _text(value):
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+# ---- each claim across runs ----------------------------------------------------------------
+
+def measurements(ledger_path):
+    """Every measured ratio claim of every run, one row each, with its run's machine."""
+    db = connect(ledger_path)
+    try:
+        return pd.read_sql_query(
+            "SELECT c.claim, c.stack, c.kind, c.paper, c.tolerance, c.value, c.low, c.high, "
+            "c.verdict, r.run_id, r.run_key, r.size, r.machine_class, r.layout, r.shared_cores "
+            "FROM claims c JOIN runs r USING (run_key) ORDER BY c.claim, c.stack, r.started", db)
+    finally:
+        db.close()
+
+
+def pooled(rows):
+    """The random-effects pooling of one claim's runs (rows: value, low, high, all > 0):
+    {runs, value, low, high, tau2, i2, q_p, disagree} on the ratio scale; with one run, that
+    run's interval and no heterogeneity."""
+    from statsmodels.stats.meta_analysis import combine_effects
+    usable = [r for r in rows if _positive(r["value"], r["low"], r["high"])]
+    if not usable:
+        return None
+    logs = [math.log(r["value"]) for r in usable]
+    variances = [((math.log(r["high"]) - math.log(r["low"])) / (2 * Z95)) ** 2 or 1e-12
+                 for r in usable]
+    if len(usable) == 1:
+        return {"runs": 1, "value": usable[0]["value"], "low": usable[0]["low"],
+                "high": usable[0]["high"], "tau2": None, "i2": None, "q_p": None,
+                "disagree": False}
+    with np.errstate(invalid="ignore"):  # its own sqrt of a negative tau^2's variance
+        found = combine_effects(np.array(logs), np.array(variances), method_re="dl",
+                                use_t=False)
+    # DerSimonian and Laird's tau^2 is max(0, (Q - df) / C); statsmodels leaves it negative
+    # where Q < df, which would shrink the variances: there it is 0, the fixed-effect model
+    tau2 = max(0.0, float(found.tau2))
+    with np.errstate(invalid="ignore"):  # and of its other (HKSJ) intervals, not used here
+        row = found.summary_frame().loc["random effect" if tau2 > 0 else "fixed effect"]
+    q_p = float(found.test_homogeneity().pvalue)
+    return {"runs": len(usable), "value": math.exp(row["eff"]),
+            "low": math.exp(row["ci_low"]), "high": math.exp(row["ci_upp"]),  # normal, log
+            "tau2": tau2, "i2": max(0.0, float(found.i2)), "q_p": q_p,
+            "disagree": q_p < DISAGREE_P}
+
+
+def _positive(*values):
+    return all(v is not None and v == v and v > 0 for v in values)
+
+
+NOT_POOLED = ("not comparable", "not measured")  # a run's verdict that keeps it out
+
+
+def claims_table(ledger_path, chosen=None):
+    """One row per (claim, stack, size, machine class) and per (claim, stack, size) over every
+    machine: the runs pooled, those left out (not comparable: their nodes shared cores; not
+    measured), the pooled ratio and interval, tau^2, I^2, whether the runs disagree beyond
+    their intervals, and the pooled interval's verdict against the claim's band. Sizes are
+    kept apart: a smoke run checks the machinery, a verdict or paper run measures. chosen:
+    claim ids (None: every one)."""
+    rows = measurements(ledger_path)
+    if chosen:
+        rows = rows[rows.claim.isin(chosen)]
+    out = []
+    for (claim, stack, size), group in rows.groupby(["claim", "stack", "size"], sort=True):
+        first = group.iloc[0]
+        parts = [(m, g) for m, g in group.groupby("machine_class")] + [("every machine", group)]
+        for machine, part in parts:
+            kept = part[~part.verdict.fillna("").str.startswith(NOT_POOLED)]
+            found = pooled(kept.to_dict("records"))
+            if found is None:
+                continue
+            found["left_out"] = len(part) - len(kept)
+            verdict = claims.band_verdict(found["low"], found["high"], first.paper,
+                                          first.tolerance) if first.tolerance == \
+                first.tolerance and first.paper == first.paper else ""
+            partial = kept.verdict.fillna("").str.startswith("partial").sum()
+            if partial:  # runs that measured some of the claim's benchmarks: no more here
+                verdict = "partial (%d of %d runs measured some of its benchmarks); the " \
+                          "pooled interval alone: %s" % (partial, len(kept), verdict)
+            if found["disagree"]:
+                verdict += " (the runs disagree beyond their intervals)"
+            out.append(dict(found, claim=claim, stack=stack, size=size, machine=machine,
+                            paper=first.paper, verdict=verdict))
+    return pd.DataFrame(out)
+
+
+def claims_text(ledger_path, chosen=None):
+    """Each claim's block: every run's measurement, one row each, grouped by stack, size and
+    machine class, then the pooled rows (claims_table)."""
+    table = claims_table(ledger_path, chosen)
+    if table.empty:
+        return "the ledger %s holds no measured claim yet (`invoke analyze` adds each run)" % (
+            ledger_path)
+    runs = measurements(ledger_path)
+    lines = []
+    for (claim, stack, size), pools in table.groupby(["claim", "stack", "size"], sort=True):
+        lines += ["", "%s under %s, %s size (paper %.3g)" % (claim, stack, size,
+                                                             pools.paper.iloc[0]),
+                  "machine | run | ratio (95%) | verdict", "--- | --- | --- | ---"]
+        mine = runs[(runs["claim"] == claim) & (runs["stack"] == stack) & (runs["size"] == size)]
+        for r in mine.sort_values(["machine_class", "run_id"]).itertuples():
+            lines.append("%s | %s | %s | %s" % (r.machine_class, r.run_id,
+                                               _ratio(r.value, r.low, r.high), r.verdict))
+        for r in pools.itertuples():
+            lines.append("%s | pooled: %d run(s)%s, tau^2 %s, I^2 %s | %s | %s" % (
+                r.machine, r.runs, ", %d left out" % r.left_out if r.left_out else "",
+                "-" if r.tau2 is None or r.tau2 != r.tau2 else "%.3g" % r.tau2,
+                "-" if r.i2 is None or r.i2 != r.i2 else "%.0f%%" % (100 * r.i2),
+                _ratio(r.value, r.low, r.high), r.verdict))
+    return "\n".join(lines[1:])
+
+
+def _ratio(value, low, high):
+    if value is None or value != value:
+        return "not measured"
+    return "%.3g (%.3g-%.3g)" % (value, low, high)

@@ -1,0 +1,141 @@
+"""The ledger (analysis/ledger.py, contract/ledger.py) on runs with known numbers: a run added
+once however often it is given, in one transaction; a ledger of another schema refused with
+nothing changed; each claim pooled across runs by the random-effects model, checked against
+the DerSimonian-Laird arithmetic done by hand."""
+import math
+import sqlite3
+
+import pytest
+
+from analysis import ledger, report
+from contract import ledger as schema
+from contract.errors import UserError
+from selfcheck import known_run
+
+CELLS = [("lenet5-cifar10", "tensorflow-sync", 265.0), ("lenet5-cifar10", "pytorch-sync", 100.0)]
+
+
+def analysed(tmp_path, run_id, cpu, isa):
+    cells = [known_run.cell(b, s, t) for b, s, t in CELLS]
+    run = known_run.write_run(tmp_path, cells, run_id=run_id, manifest={
+        "started": 1.0e9, "cpu": {"node1": {"model": cpu, "isa": isa}}})
+    report.build(run, quiet=True)
+    return run
+
+
+def test_a_run_is_added_once_with_its_machine_cells_and_claims(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    run = analysed(tmp_path, "a", "AMD EPYC", ["AVX2", "AVX-512F"])
+    key, added = ledger.add(run, path)
+    assert added and ledger.add(run, path) == (key, False)  # the same run again: not twice
+    db = sqlite3.connect(str(path))
+    (machine, runs), = db.execute("SELECT machine_class, count(*) FROM runs").fetchall()
+    assert (machine, runs) == ("AMD EPYC, AVX-512", 1)
+    cells = db.execute("SELECT system, seconds FROM cells ORDER BY system").fetchall()
+    assert [s for s, _ in cells] == ["pytorch-sync", "tensorflow-sync"]
+    assert cells[0][1] == pytest.approx(100.0, rel=0.05)
+    claims = dict(db.execute("SELECT claim, value FROM claims WHERE value IS NOT NULL"))
+    assert claims["tf_sync_vs_pytorch_sync"] == pytest.approx(2.65, rel=0.05)
+
+
+def test_another_schema_is_refused_and_a_failed_add_leaves_nothing(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    run = analysed(tmp_path, "a", "AMD EPYC", ["AVX2"])
+    (run / "analysis" / "claims.csv").write_text("id,kind\nbroken")  # a column short
+    with pytest.raises(Exception):
+        ledger.add(run, path)
+    db = sqlite3.connect(str(path))
+    assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)  # all or nothing
+    db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    db.commit()
+    before = path.read_bytes()
+    with pytest.raises(UserError) as refused:
+        ledger.add(run, path)
+    assert "schema version 99; this version reads %d" % schema.SCHEMA_VERSION in \
+        refused.value.cause
+    assert path.read_bytes() == before
+
+
+def test_runs_are_pooled_by_random_effects_as_derived_by_hand():
+    """Three runs of a claim: 2.0, 2.5 and 1.2 with log-scale variances 0.01, 0.01, 0.02 (each
+    interval exp(log v +- 1.96 sqrt(var))). By hand (DerSimonian-Laird): the fixed-effect mean
+    (100 ln 2 + 100 ln 2.5 + 50 ln 1.2) / 250 = 0.6802; Q = 17.99 on 2 df; C = 250 - 22500/250
+    = 160; tau^2 = (17.99 - 2) / 160 = 0.0999; I^2 = 15.99 / 17.99 = 0.889; weights
+    1 / (var + tau^2); the pooled log ratio 0.6091 (x1.839), se 0.1941."""
+    rows = []
+    for value, var in ((2.0, 0.01), (2.5, 0.01), (1.2, 0.02)):
+        half = 1.959964 * math.sqrt(var)
+        rows.append({"value": value, "low": value * math.exp(-half),
+                     "high": value * math.exp(half)})
+    found = ledger.pooled(rows)
+    assert found["runs"] == 3
+    assert found["tau2"] == pytest.approx(0.09990, rel=1e-3)
+    assert found["i2"] == pytest.approx(0.8888, rel=1e-3)
+    assert found["value"] == pytest.approx(math.exp(0.60912), rel=1e-4)
+    assert found["low"] == pytest.approx(math.exp(0.60912 - 1.959964 * 0.19412), rel=1e-3)
+    assert found["disagree"]  # Q's p = 0.0001: more spread than the intervals allow
+    agreeing = ledger.pooled([dict(r, value=2.0, low=r["low"] / r["value"] * 2.0,
+                                   high=r["high"] / r["value"] * 2.0) for r in rows])
+    assert agreeing["tau2"] == 0.0 and not agreeing["disagree"]
+    assert agreeing["value"] == pytest.approx(2.0)
+
+
+def test_each_claim_is_pooled_per_machine_class_and_over_every_machine(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    for run_id, cpu, isa in (("a", "AMD EPYC", ["AVX2", "AVX-512F"]),
+                             ("b", "AMD EPYC", ["AVX2", "AVX-512F"]),
+                             ("c", "Intel Xeon", ["AVX2", "AVX-512F", "AMX-BF16"])):
+        ledger.add(analysed(tmp_path, run_id, cpu, isa), path)
+    table = ledger.claims_table(path, ["tf_sync_vs_pytorch_sync"])
+    assert list(table.machine) == ["AMD EPYC, AVX-512", "Intel Xeon, AMX", "every machine"]
+    assert list(table.runs) == [2, 1, 3]
+    assert table.value.iloc[-1] == pytest.approx(2.65, rel=0.05)  # three runs of one ratio
+    # each run measured one of the claim's benchmarks: pooled, it is no more than partial
+    assert table.verdict.iloc[-1].startswith("partial (3 of 3 runs measured some of its")
+    text = ledger.claims_text(path, ["tf_sync_vs_pytorch_sync"])
+    assert "tf_sync_vs_pytorch_sync under fixture, fixture size" in text
+    assert "every machine | pooled: 3 run(s), tau^2 0" in text and "Intel Xeon, AMX | c | " in text
+
+
+def test_an_archive_is_imported_once_and_a_changed_one_is_refused(tmp_path):
+    """Another machine's run comes as its `invoke artifact` archive: imported once (a second
+    time refused: a run counts once); the same archive with one byte of one file changed and
+    repacked is refused by its SHA256SUMS; a changed byte of the archive itself, by the digest
+    its author published; a truncated one, as unreadable. The ledger keeps what it had."""
+    import hashlib
+    import io
+    import tarfile
+    from harness.results import artifact
+    origin, here = tmp_path / "other-machine", tmp_path / "results"
+    analysed(origin, "a", "Intel Xeon", ["AVX2", "AMX-BF16"])
+    archive = artifact.build(origin, "a", junit=tmp_path / "none.xml")
+    published = hashlib.sha256(archive.read_bytes()).hexdigest()
+    path = here / "ledger.sqlite"
+    changed = tmp_path / "changed.tar.gz"
+    with tarfile.open(str(archive)) as old, tarfile.open(str(changed), "w:gz") as new:
+        for member in old.getmembers():
+            data = old.extractfile(member).read() if member.isfile() else None
+            if member.name.endswith("records.jsonl"):
+                data = data.replace(b'"value": 1.0', b'"value": 2.0', 1)
+                member.size = len(data)
+            new.addfile(member, io.BytesIO(data) if data is not None else None)
+    flipped = tmp_path / "flipped.tar.gz"
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    flipped.write_bytes(bytes(data))
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(archive.read_bytes()[:len(data) // 3])
+    for bad, digest, said in ((changed, None, "do not match its SHA256SUMS: a/records.jsonl"),
+                              (flipped, published, "not the archive published"),
+                              (truncated, None, "is not a readable artifact")):
+        with pytest.raises(UserError) as refused:
+            artifact.import_run(bad, here, path, digest)
+        assert said in refused.value.cause, (bad.name, refused.value.cause)
+    key, run = artifact.import_run(archive, here, path, published)
+    assert run.parent == here / artifact.IMPORTED and (run / "manifest.json").is_file()
+    with pytest.raises(UserError) as twice:
+        artifact.import_run(archive, here, path)
+    assert "is in %s already: a run is counted once" % path in twice.value.cause
+    db = sqlite3.connect(str(path))
+    assert db.execute("SELECT run_key, machine_class, source FROM runs").fetchall() == [
+        (key, "Intel Xeon, AMX", "%s sha256:%s (pinned)" % (archive.name, published))]
