@@ -396,6 +396,17 @@ def ledger_claims(c, given):
                               listed(o.claims)))
 
 
+@_options_task(more.LedgerCoverageOptions, name="coverage")
+def ledger_coverage(c, given):
+    """How often the verdict size's 95% intervals held, per interval kind and machine class,
+    scored by the paper-size runs of the same setting in the ledger: counts and a
+    Clopper-Pearson interval (the interval check, grown from every run)."""
+    from analysis import ledger as ledgers
+    from harness import commands
+    o = built(more.LedgerCoverageOptions, _where(c, given))
+    print(ledgers.coverage_text(o.ledger or commands.ledger_path(o.results)))
+
+
 # --- the emulated cluster (root): `invoke cluster.up`, `cluster.status`, `cluster.down` -------
 
 @_options_task(options.ClusterUpOptions, name="up")
@@ -478,4 +489,5 @@ ns = Collection(provision, bench, estimate, collect, analyze, compare, explain, 
                 stack_envs)
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))
 ns.add_collection(Collection("vagrant", vagrant_box, vagrant_up, vagrant_down))
-ns.add_collection(Collection("ledger", ledger_add, ledger_import, ledger_claims))
+ns.add_collection(Collection("ledger", ledger_add, ledger_import, ledger_claims,
+                             ledger_coverage))

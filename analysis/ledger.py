@@ -67,7 +67,7 @@ def add(run_path, ledger_path, source=None):
             db.execute("INSERT INTO runs VALUES (%s)" % ",".join("?" * 15),
                        run_row(key, manifest, source or str(run_path)))
             for stack, folder in stack_folders(run_path, manifest):
-                db.executemany("INSERT INTO cells VALUES (%s)" % ",".join("?" * 12),
+                db.executemany("INSERT INTO cells VALUES (%s)" % ",".join("?" * 14),
                                cell_rows(key, stack, folder))
                 db.executemany("INSERT INTO claims VALUES (%s)" % ",".join("?" * 11),
                                claim_rows(key, stack, folder))
@@ -108,15 +108,19 @@ def stack_folders(run_path, manifest):
     return found
 
 
+def machine(manifest):
+    """(CPU model, ISA level, machine class) of the run's first node, as the processes saw it."""
+    cpu = next(iter((manifest.get("cpu") or {}).values()), {}) or {}
+    model, isa = cpu.get("model") or "unknown CPU", isa_level(cpu.get("isa") or [])
+    return model, isa, "%s, %s" % (model, isa)
+
+
 def run_row(key, manifest, source):
     bed = testbed.describe(manifests.view(manifest, manifests.stack_names(manifest)[0]))
-    cpu = next(iter((manifest.get("cpu") or {}).values()), {}) or {}
-    isa = isa_level(cpu.get("isa") or [])
-    model = cpu.get("model") or "unknown CPU"
     repeats = (manifest.get("options") or {}).get("repeats")
     return (key, manifest.get("run_id"), manifest.get("started"), manifest.get("size"),
-            repeats, json.dumps(manifests.stack_names(manifest)), model, isa,
-            "%s, %s" % (model, isa), json.dumps(manifest.get("kernels") or {}, sort_keys=True),
+            repeats, json.dumps(manifests.stack_names(manifest))) + machine(manifest) + (
+            json.dumps(manifest.get("kernels") or {}, sort_keys=True),
             bed.get("layout"),
             int(any(d["key"] == "shared_cores" for d in bed.get("deviations", []))),
             json.dumps(manifest.get("contention") or {}, sort_keys=True, default=str), source,
@@ -138,7 +142,8 @@ def cell_rows(key, stack, folder):
     for g in groups.itertuples():
         out.append((key, stack, g.benchmark, g.system, int(g.nodes), _text(g.link),
                     int(g.repeats), g.status, int(g.disturbed), _number(g.execution_seconds),
-                    _number(g.ci_low), _number(g.ci_high)))
+                    _number(g.ci_low), _number(g.ci_high), _number(getattr(g, "pred_low", None)),
+                    _number(getattr(g, "pred_high", None))))
     return out
 
 
@@ -276,3 +281,77 @@ def _ratio(value, low, high):
     if value is None or value != value:
         return "not measured"
     return "%.3g (%.3g-%.3g)" % (value, low, high)
+
+
+# ---- the intervals' coverage, scored by the full-length runs the ledger holds ----------------
+
+KINDS = (("confidence", "ci_low", "ci_high"), ("prediction", "pred_low", "pred_high"))
+SETTING = ("stack", "benchmark", "system", "nodes", "link", "machine_class")
+
+
+def coverage_table(ledger_path):
+    """Per interval kind and machine class: how often the verdict size's 95% intervals held
+    what each is about, scored by the paper-size cells of the same setting, stack and machine
+    class (each a full-length run, not used to make the interval): the confidence interval of
+    the expected time against the mean of those full runs; the prediction of one more run
+    against each full run. Rows: kind, machine, n, held, coverage, low, high (Clopper-Pearson
+    95%), settings (how many settings had both)."""
+    cells = _cells(ledger_path)
+    tally = {}
+    for key, group in cells.groupby(list(SETTING), sort=True, dropna=False):
+        verdict = group[group["size"] == "verdict"]
+        full = group[(group["size"] == "paper") & (group.disturbed == 0)].seconds
+        if verdict.empty or full.empty:
+            continue
+        for kind, low, high in KINDS:
+            targets = [full.mean()] if kind == "confidence" else list(full)
+            for v in verdict.itertuples():
+                lo, hi = getattr(v, low), getattr(v, high)
+                if lo != lo or hi != hi or lo is None:
+                    continue
+                entry = tally.setdefault((kind, key[-1]), {"n": 0, "held": 0, "settings": set()})
+                entry["n"] += len(targets)
+                entry["held"] += sum(lo <= t <= hi for t in targets)
+                entry["settings"].add(key[:-1])
+    return pd.DataFrame([_proportion(kind, machine, e) for (kind, machine), e in
+                         sorted(tally.items())],
+                        columns=["kind", "machine", "n", "held", "coverage", "low", "high",
+                                 "settings"])
+
+
+def _cells(ledger_path):
+    db = connect(ledger_path)
+    try:
+        return pd.read_sql_query(
+            "SELECT c.*, r.size, r.machine_class FROM cells c JOIN runs r USING (run_key) "
+            "WHERE c.status = 'succeeded' AND c.seconds IS NOT NULL", db)
+    finally:
+        db.close()
+
+
+def _proportion(kind, machine, entry):
+    from statsmodels.stats.proportion import proportion_confint
+    low, high = proportion_confint(entry["held"], entry["n"], alpha=0.05, method="beta")
+    return {"kind": kind, "machine": machine, "n": entry["n"], "held": entry["held"],
+            "coverage": entry["held"] / float(entry["n"]), "low": float(low),
+            "high": float(high), "settings": len(entry["settings"])}
+
+
+def coverage_text(ledger_path, machine=None):
+    """The coverage as sentences (of one machine class, or all); says so where the ledger has
+    no verdict run beside a paper-size one of the same setting."""
+    try:
+        table = coverage_table(ledger_path) if Path(ledger_path).is_file() else pd.DataFrame()
+    except UserError as exc:  # another version's ledger: the report is still made
+        return "Interval coverage: the ledger %s could not be read (%s)" % (ledger_path,
+                                                                           exc.cause)
+    if machine is not None and not table.empty:
+        table = table[table.machine == machine]
+    if table.empty:
+        return ("Interval coverage: not yet measured%s (the ledger %s holds no verdict-size "
+                "run beside a paper-size run of the same setting, stack and machine class)"
+                % (" on %s" % machine if machine else "", ledger_path))
+    return "Interval coverage from the ledger (nominal 95%%): %s." % "; ".join(
+        "%s on %s: %d of %d held, %.0f%% (95%% %.0f-%.0f%%; %d setting(s))" % (
+            r.kind, r.machine, r.held, r.n, 100 * r.coverage, 100 * r.low, 100 * r.high,
+            r.settings) for r in table.itertuples())

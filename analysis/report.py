@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from contract import analysis_folder, manifest as manifests, runfolder
+from contract import analysis_folder, ledger as ledger_schema, manifest as manifests, runfolder
 from contract.runfolder import RunFolder
 
-from . import explain, figures, releases, render, setup_text, testbed, tidy, variation
+from . import explain, figures, ledger as ledgers, releases, render, setup_text, testbed, tidy
+from . import variation
 from .sections import (Context, checks, execution, operator_profiles, provenance, resources,
                        verdicts)
 
@@ -20,27 +21,30 @@ SECTIONS = (verdicts.section_first_screen, provenance.section,
             operator_profiles.section, checks.section_consistency, checks.section_failures)
 
 
-def build(run_path, quiet=False, out=None):
-    """out: the folder to write into (default <run>/analysis). A run of several stacks gets
-    each stack's report in a folder of its own (analysis/<stack>/) and, on top, the report
-    that sets them side by side (analysis/releases.py)."""
+def build(run_path, quiet=False, out=None, ledger=None):
+    """out: the folder to write into (default <run>/analysis); ledger: the ledger whose
+    interval coverage the method's section quotes (default: the results folder's). A run of
+    several stacks gets each stack's report in a folder of its own (analysis/<stack>/) and,
+    on top, the report that sets them side by side (analysis/releases.py)."""
     run_path = Path(run_path)
     out = Path(out) if out else run_path / "analysis"
     out.mkdir(exist_ok=True)
     manifest = RunFolder(run_path).manifest()
     records = tidy.load_records(run_path / runfolder.RECORDS)
     names = manifests.stack_names(manifest)
+    ledger = ledger or run_path.parent / ledger_schema.FILE
     if len(names) == 1:
-        return build_stack(run_path, manifests.view(manifest, names[0]), records, out, quiet)
+        return build_stack(run_path, manifests.view(manifest, names[0]), records, out, quiet,
+                           ledger)
     built = {name: build_stack(run_path, manifests.view(manifest, name),
-                               records[records["stack"] == name], out / name, quiet=True)
+                               records[records["stack"] == name], out / name, True, ledger)
              for name in names}
     return releases.build(run_path, manifest, records, built, out, quiet)
 
 
-def build_stack(run_path, manifest, records, out, quiet=False):
+def build_stack(run_path, manifest, records, out, quiet=False, ledger=None):
     """The report of a run under one stack: manifest, that stack's view (contract/manifest.py
-    view); records, its records."""
+    view); records, its records; ledger: the ledger the method's coverage line reads."""
     out.mkdir(exist_ok=True)
     cells = tidy.cell_table(records)
     groups = tidy.group_table(cells, variation.newest(
@@ -49,7 +53,9 @@ def build_stack(run_path, manifest, records, out, quiet=False):
     records.to_csv(out / analysis_folder.RECORDS_TABLE, index=False)
     cells.to_csv(out / analysis_folder.CELLS_TABLE, index=False)
     groups.to_csv(out / analysis_folder.GROUPS_TABLE, index=False)
-    summary = {"disturbed": checks.disturbed_note(cells, manifest.get("run_id"))}
+    summary = {"disturbed": checks.disturbed_note(cells, manifest.get("run_id")),
+               "coverage": ledgers.coverage_text(ledger, ledgers.machine(manifest)[2])
+               if ledger else ""}
     blocks, pngs = sections(run_path, out, manifest, records, cells, groups, summary)
     claims_table(summary.pop("claims")).to_csv(out / analysis_folder.CLAIMS_TABLE, index=False)
     (out / runfolder.REPORT).write_text(render.markdown(blocks))

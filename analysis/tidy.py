@@ -338,6 +338,10 @@ def expected(groups, cells, variation):
     bounds = [stats.interval(b) if b is not None else (math.nan, math.nan)
               for b in groups.execution_boot]
     groups["ci_low"], groups["ci_high"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    # the prediction of one more run, where repeats give one (as the execution table shows it)
+    predicted = [stats.interval(p) if ok >= 2 and p is not None else (math.nan, math.nan)
+                 for p, ok in zip(groups.execution_pred, groups.succeeded)]
+    groups["pred_low"], groups["pred_high"] = [p[0] for p in predicted], [p[1] for p in predicted]
 
 
 def _within(cells, key):

@@ -18,10 +18,11 @@ TABLES = {
     "runs": "run_key TEXT PRIMARY KEY, run_id TEXT, started REAL, size TEXT, repeats INTEGER, "
             "stacks TEXT, cpu_model TEXT, cpu_isa TEXT, machine_class TEXT, kernels TEXT, "
             "layout TEXT, shared_cores INTEGER, probe TEXT, source TEXT, added REAL",
-    # one row per (run, stack, cell setting): its projected paper-scale time and intervals
+    # one row per (run, stack, cell setting): its projected paper-scale time, the confidence
+    # interval of its expected time and the prediction of one more run (NULL where none)
     "cells": "run_key TEXT, stack TEXT, benchmark TEXT, system TEXT, nodes INTEGER, "
              "link TEXT, repeats INTEGER, status TEXT, disturbed INTEGER, seconds REAL, "
-             "ci_low REAL, ci_high REAL, "
+             "ci_low REAL, ci_high REAL, pred_low REAL, pred_high REAL, "
              "PRIMARY KEY (run_key, stack, benchmark, system, nodes, link)",
     # one row per (run, stack, claim): the measured value, its interval and the verdict
     "claims": "run_key TEXT, stack TEXT, claim TEXT, kind TEXT, paper REAL, tolerance REAL, "

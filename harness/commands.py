@@ -132,8 +132,9 @@ def analyze(results, run_id=None, ledger=None):
     path = run_manifest.run_dir(results, run_id)
     run_manifest.check_format(path)
     RunFolder(path).require_records()
-    built = report.build(path)
-    add_to_ledger(path, ledger or ledger_path(results))
+    ledger = ledger or ledger_path(results)
+    built = report.build(path, ledger=Path(ledger))
+    add_to_ledger(path, ledger)
     return built
 
 

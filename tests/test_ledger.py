@@ -139,3 +139,53 @@ def test_an_archive_is_imported_once_and_a_changed_one_is_refused(tmp_path):
     db = sqlite3.connect(str(path))
     assert db.execute("SELECT run_key, machine_class, source FROM runs").fetchall() == [
         (key, "Intel Xeon, AMX", "%s sha256:%s (pinned)" % (archive.name, published))]
+
+
+def test_coverage_scores_the_verdict_intervals_by_the_full_runs_beside_them(tmp_path):
+    """Machine A: two verdict runs of a setting (CI 90-110 and 100-105; predictions 80-120 and
+    95-115) and two paper-size runs of it (100 and 112 s, mean 106): the CIs hold the mean 1 of
+    2 times, the predictions hold each full run 4 of 4. Machine B has verdict runs only: not
+    scored. Clopper-Pearson 95%: 1 of 2 is 1.3-98.7%, 4 of 4 is 39.8-100%."""
+    path = tmp_path / "ledger.sqlite"
+    db = ledger.connect(path)
+    for key, size, machine in (("v1", "verdict", "A"), ("v2", "verdict", "A"),
+                               ("f1", "paper", "A"), ("f2", "paper", "A"),
+                               ("v3", "verdict", "B")):
+        db.execute("INSERT INTO runs (run_key, run_id, size, machine_class) VALUES (?,?,?,?)",
+                   (key, key, size, machine))
+    cells = {"v1": (100.0, 90, 110, 80, 120), "v2": (103.0, 100, 105, 95, 115),
+             "f1": (100.0, None, None, None, None), "f2": (112.0, None, None, None, None),
+             "v3": (50.0, 40, 60, 30, 70)}
+    for key, (seconds, ci_low, ci_high, pred_low, pred_high) in cells.items():
+        db.execute("INSERT INTO cells VALUES (?,'current','lenet5-cifar10','pytorch-sync',3,'',"
+                   "3,'succeeded',0,?,?,?,?,?)",
+                   (key, seconds, ci_low, ci_high, pred_low, pred_high))
+    db.commit()
+    table = ledger.coverage_table(path).set_index("kind")
+    assert list(table.machine) == ["A", "A"]
+    assert (table.loc["confidence", "held"], table.loc["confidence", "n"]) == (1, 2)
+    assert (table.loc["prediction", "held"], table.loc["prediction", "n"]) == (4, 4)
+    assert table.loc["confidence", "low"] == pytest.approx(0.0126, abs=1e-4)
+    assert table.loc["prediction", "low"] == pytest.approx(0.3976, abs=1e-4)
+    assert table.loc["prediction", "high"] == 1.0
+    assert "prediction on A: 4 of 4 held, 100% (95% 40-100%; 1 setting(s))" in \
+        ledger.coverage_text(path)
+    assert "not yet measured on B" in ledger.coverage_text(path, "B")
+
+
+def test_the_report_quotes_the_coverage_its_machine_class_has_in_the_ledger(tmp_path):
+    run = analysed(tmp_path, "a", "AMD EPYC", ["AVX2"])
+    text = (run / "analysis" / "report.md").read_text()
+    assert "Interval coverage: not yet measured on AMD EPYC, AVX2 (the ledger %s holds no" % (
+        tmp_path / schema.FILE) in text
+    db = ledger.connect(tmp_path / schema.FILE)
+    for key, size, (seconds, low, high) in (("v", "verdict", (100.0, 90, 110)),
+                                            ("f", "paper", (104.0, None, None))):
+        db.execute("INSERT INTO runs (run_key, size, machine_class) VALUES (?,?,?)",
+                   (key, size, "AMD EPYC, AVX2"))
+        db.execute("INSERT INTO cells VALUES (?,'current','lenet5-cifar10','pytorch-sync',3,'',"
+                   "3,'succeeded',0,?,?,?,?,?)", (key, seconds, low, high, low, high))
+    db.commit()
+    text = report.build(run, quiet=True)["report"].read_text()
+    assert "Interval coverage from the ledger (nominal 95%): confidence on AMD EPYC, AVX2: 1 " \
+        "of 1 held" in text

@@ -138,4 +138,7 @@ def section_first_screen(ctx):
 
 
 def section_method(ctx):
-    return ctx.method
+    """How the claims are judged, and how often such intervals held on this machine class by
+    the ledger's full-length runs."""
+    coverage = ctx.summary.pop("coverage", "")
+    return ctx.method + ([("p", coverage)] if coverage else [])

@@ -71,6 +71,13 @@ class LedgerImportOptions:
 
 
 @dataclass
+class LedgerCoverageOptions:
+    """`invoke ledger.coverage`'s options."""
+    results: str = common("results")
+    ledger: str = option(help=LEDGER)
+
+
+@dataclass
 class LedgerClaimsOptions:
     """`invoke ledger.claims`'s options."""
     results: str = common("results")
