@@ -396,6 +396,16 @@ def ledger_claims(c, given):
                               listed(o.claims)))
 
 
+@_options_task(more.LedgerExportOptions, name="export")
+def ledger_export(c, given):
+    """The ledger as text git can diff (one CSV per table, in key order): what a notebook
+    entry's measurements are committed as; every ledger task reads such a folder as --ledger."""
+    from analysis import ledger as ledgers
+    from harness import commands
+    o = built(more.LedgerExportOptions, _where(c, given))
+    print("exported to %s" % ledgers.export(o.ledger or commands.ledger_path(o.results), o.out))
+
+
 @_options_task(more.LedgerCoverageOptions, name="coverage")
 def ledger_coverage(c, given):
     """How often the verdict size's 95% intervals held, per interval kind and machine class,
@@ -490,4 +500,4 @@ ns = Collection(provision, bench, estimate, collect, analyze, compare, explain, 
 ns.add_collection(Collection("cluster", cluster_up, cluster_down, cluster_status))
 ns.add_collection(Collection("vagrant", vagrant_box, vagrant_up, vagrant_down))
 ns.add_collection(Collection("ledger", ledger_add, ledger_import, ledger_claims,
-                             ledger_coverage))
+                             ledger_coverage, ledger_export))

@@ -31,8 +31,11 @@ DISAGREE_P = 0.05
 
 def connect(path):
     """The ledger at `path`, made with this version's schema where new; one of another
-    version is refused (a UserError), never read or written."""
+    version is refused (a UserError), never read or written. A folder is a ledger's text
+    export (export()), read into memory."""
     path = Path(path)
+    if path.is_dir():
+        return _from_export(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(str(path))
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -57,6 +60,9 @@ def add(run_path, ledger_path, source=None):
     """The run's cells and claims into the ledger, in one transaction (all or nothing);
     returns (run key, True) or, where the ledger has the run already, (run key, False)."""
     run_path = Path(run_path)
+    if Path(ledger_path).is_dir():
+        raise UserError("%s is a ledger's text export, which is read, not added to"
+                        % ledger_path, "add to a .sqlite ledger, then `invoke ledger.export`")
     manifest = RunFolder(run_path).manifest()
     key = schema.run_key(manifest)
     db = connect(ledger_path)
@@ -92,6 +98,48 @@ def analysed(run_path):
     except UserError:
         return False
     return True
+
+
+# ---- the text form: what the notebook's measurements are committed as -----------------------
+
+EXPORTED = ("runs", "cells", "claims")
+VERSION_FILE = "schema_version.txt"
+
+
+def export(ledger_path, folder):
+    """The ledger as text git can diff: one CSV per table, rows in key order, and the schema
+    version; per-cell summaries, not the runs' raw logs. Returns the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    db = connect(ledger_path)
+    try:
+        for table in EXPORTED:
+            keys = "run_key" if table == "runs" else "run_key, stack, 3, 4"
+            pd.read_sql_query("SELECT * FROM %s ORDER BY %s" % (table, keys), db).to_csv(
+                folder / ("%s.csv" % table), index=False, float_format="%.6g")
+    finally:
+        db.close()
+    (folder / VERSION_FILE).write_text("%d\n" % schema.SCHEMA_VERSION)
+    return folder
+
+
+def _from_export(folder):
+    """An export read into an in-memory ledger; one of another version refused."""
+    version = (folder / VERSION_FILE).read_text().strip() if (folder / VERSION_FILE).is_file() \
+        else None
+    if version != str(schema.SCHEMA_VERSION):
+        raise UserError("%s is not a ledger export of schema version %d (%s)"
+                        % (folder, schema.SCHEMA_VERSION, version or "no %s" % VERSION_FILE),
+                        "give a folder `invoke ledger.export` wrote with this version")
+    db = sqlite3.connect(":memory:")
+    for name, columns in schema.TABLES.items():
+        db.execute("CREATE TABLE %s (%s)" % (name, columns))
+    db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (version,))
+    for table in EXPORTED:
+        rows = pd.read_csv(folder / ("%s.csv" % table), keep_default_na=False,
+                           na_values=[""])
+        rows.to_sql(table, db, if_exists="append", index=False)
+    return db
 
 
 def stack_folders(run_path, manifest):
@@ -195,13 +243,13 @@ def pooled(rows):
         return {"runs": 1, "value": usable[0]["value"], "low": usable[0]["low"],
                 "high": usable[0]["high"], "tau2": None, "i2": None, "q_p": None,
                 "disagree": False}
-    with np.errstate(invalid="ignore"):  # its own sqrt of a negative tau^2's variance
+    with np.errstate(all="ignore"):  # its own arithmetic with a negative tau^2 (below)
         found = combine_effects(np.array(logs), np.array(variances), method_re="dl",
                                 use_t=False)
     # DerSimonian and Laird's tau^2 is max(0, (Q - df) / C); statsmodels leaves it negative
     # where Q < df, which would shrink the variances: there it is 0, the fixed-effect model
     tau2 = max(0.0, float(found.tau2))
-    with np.errstate(invalid="ignore"):  # and of its other (HKSJ) intervals, not used here
+    with np.errstate(all="ignore"):  # and its other (HKSJ) intervals, not used here
         row = found.summary_frame().loc["random effect" if tau2 > 0 else "fixed effect"]
     q_p = float(found.test_homogeneity().pvalue)
     return {"runs": len(usable), "value": math.exp(row["eff"]),

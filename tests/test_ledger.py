@@ -189,3 +189,21 @@ def test_the_report_quotes_the_coverage_its_machine_class_has_in_the_ledger(tmp_
     text = report.build(run, quiet=True)["report"].read_text()
     assert "Interval coverage from the ledger (nominal 95%): confidence on AMD EPYC, AVX2: 1 " \
         "of 1 held" in text
+
+
+def test_the_text_export_reads_back_as_the_ledger_and_is_stable(tmp_path):
+    """What a notebook entry commits: the ledger as CSVs in key order, which every ledger
+    reader takes as --ledger, giving the same tables; exported again, the same bytes; added
+    to, refused (it is read, not written)."""
+    path = tmp_path / "ledger.sqlite"
+    for run_id, cpu in (("a", "AMD EPYC"), ("b", "Intel Xeon")):
+        ledger.add(analysed(tmp_path, run_id, cpu, ["AVX2"]), path)
+    folder = ledger.export(path, tmp_path / "evidence")
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "cells.csv", "claims.csv", "runs.csv", "schema_version.txt"]
+    assert ledger.claims_text(folder) == ledger.claims_text(path)
+    again = ledger.export(folder, tmp_path / "again")
+    for name in ("runs.csv", "cells.csv", "claims.csv"):
+        assert (again / name).read_bytes() == (folder / name).read_bytes(), name
+    with pytest.raises(UserError, match="a ledger's text export, which is read"):
+        ledger.add(tmp_path / "a", folder)

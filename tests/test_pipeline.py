@@ -238,7 +238,7 @@ def test_invoke_reads_each_task_s_parameters_from_its_dataclass():
     from harness.plan import task_options
     every = [t for name in tasks.ns.task_names for t in [tasks.ns[name]]]
     with_options = [t for t in every if t.argspec(t.body).parameters]
-    assert len(with_options) == 26 and all(hasattr(t, "options_type") for t in with_options), \
+    assert len(with_options) == 27 and all(hasattr(t, "options_type") for t in with_options), \
         [t.name for t in with_options if not hasattr(t, "options_type")]
     for task in with_options:
         parameters = list(task.argspec(task.body).parameters.values())

@@ -71,6 +71,14 @@ class LedgerImportOptions:
 
 
 @dataclass
+class LedgerExportOptions:
+    """`invoke ledger.export`'s options."""
+    out: str = required("the folder for the text form (CSV per table, in key order)")
+    results: str = common("results")
+    ledger: str = option(help=LEDGER)
+
+
+@dataclass
 class LedgerCoverageOptions:
     """`invoke ledger.coverage`'s options."""
     results: str = common("results")
