@@ -403,3 +403,42 @@ def coverage_text(ledger_path, machine=None):
         "%s on %s: %d of %d held, %.0f%% (95%% %.0f-%.0f%%; %d setting(s))" % (
             r.kind, r.machine, r.held, r.n, 100 * r.coverage, 100 * r.low, 100 * r.high,
             r.settings) for r in table.itertuples())
+
+
+# ---- the report's page: this run beside the ledger's earlier ones --------------------------
+
+def beside_blocks(ledger_path, rows, manifest):
+    """The report's section: each claim this run measured beside the ledger's earlier runs of
+    the same stack and size (this run is added after its report is made: not among them),
+    pooled as `invoke ledger.claims` pools them."""
+    head = [("h2", "This run beside the ledger's earlier runs")]
+    stack, size = manifests.stack_names(manifest)[0], manifest.get("size")
+    try:
+        earlier = measurements(ledger_path) if Path(ledger_path).is_file() else pd.DataFrame()
+    except UserError as exc:
+        return head + [("p", "The ledger %s could not be read (%s)." % (ledger_path, exc.cause))]
+    if not earlier.empty:
+        earlier = earlier[(earlier["stack"] == stack) & (earlier["size"] == size) &
+                          (earlier["run_id"] != manifest.get("run_id"))]
+    table = []
+    for row in rows:
+        mine = earlier[earlier["claim"] == row["id"]] if not earlier.empty else earlier
+        kept = mine[~mine.verdict.fillna("").str.startswith(NOT_POOLED)] if len(mine) else mine
+        found = pooled(kept.to_dict("records")) if len(kept) else None
+        if found:
+            table.append([row["id"], _ratio(row.get("measured"), row.get("low"), row.get("high")),
+                          "%d (%d machine class(es))" % (found["runs"],
+                                                         kept.machine_class.nunique()),
+                          _ratio(found["value"], found["low"], found["high"]),
+                          "-" if found["i2"] is None else "%.0f%%" % (100 * found["i2"]),
+                          "yes" if found["disagree"] else "no"])
+    if not table:
+        return head + [("p", "The ledger (%s) holds no earlier run of stack %s at the %s size "
+                             "with these claims measured: `invoke ledger.claims` will pool "
+                             "this run with the next ones." % (ledger_path, stack, size))]
+    return head + [("p", "Each claim this run measured, beside the earlier runs of stack %s at "
+                         "the %s size in the ledger (%s), pooled by random effects "
+                         "(docs/methodology.md, \"Pooling runs\"); `invoke ledger.claims` shows "
+                         "them run by run and by machine class." % (stack, size, ledger_path)),
+                   ("table", ["claim", "this run", "earlier runs", "their pooled ratio (95%)",
+                              "I^2", "they disagree beyond their intervals"], table)]

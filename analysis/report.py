@@ -18,7 +18,9 @@ SECTIONS = (verdicts.section_first_screen, provenance.section,
             lambda ctx: setup_text.setup_section(ctx.bed), verdicts.section_method,
             execution.section, execution.section_breakdowns, execution.section_table_v,
             resources.section_memory, resources.section_network, resources.section_scaling,
-            operator_profiles.section, checks.section_consistency, checks.section_failures)
+            operator_profiles.section, checks.section_consistency, checks.section_failures,
+            lambda ctx: ledgers.beside_blocks(ctx.summary.pop("ledger"),
+                                              ctx.summary["claims"], ctx.manifest))
 
 
 def build(run_path, quiet=False, out=None, ledger=None):
@@ -32,7 +34,7 @@ def build(run_path, quiet=False, out=None, ledger=None):
     manifest = RunFolder(run_path).manifest()
     records = tidy.load_records(run_path / runfolder.RECORDS)
     names = manifests.stack_names(manifest)
-    ledger = ledger or run_path.parent / ledger_schema.FILE
+    ledger = Path(ledger) if ledger else run_path.parent / ledger_schema.FILE
     if len(names) == 1:
         return build_stack(run_path, manifests.view(manifest, names[0]), records, out, quiet,
                            ledger)
@@ -44,7 +46,9 @@ def build(run_path, quiet=False, out=None, ledger=None):
 
 def build_stack(run_path, manifest, records, out, quiet=False, ledger=None):
     """The report of a run under one stack: manifest, that stack's view (contract/manifest.py
-    view); records, its records; ledger: the ledger the method's coverage line reads."""
+    view); records, its records; ledger: the ledger the method's coverage line and the
+    last section read (default: the results folder's)."""
+    ledger = Path(ledger) if ledger else Path(run_path).parent / ledger_schema.FILE
     out.mkdir(exist_ok=True)
     cells = tidy.cell_table(records)
     groups = tidy.group_table(cells, variation.newest(
@@ -54,8 +58,8 @@ def build_stack(run_path, manifest, records, out, quiet=False, ledger=None):
     cells.to_csv(out / analysis_folder.CELLS_TABLE, index=False)
     groups.to_csv(out / analysis_folder.GROUPS_TABLE, index=False)
     summary = {"disturbed": checks.disturbed_note(cells, manifest.get("run_id")),
-               "coverage": ledgers.coverage_text(ledger, ledgers.machine(manifest)[2])
-               if ledger else ""}
+               "coverage": ledgers.coverage_text(ledger, ledgers.machine(manifest)[2]),
+               "ledger": ledger}
     blocks, pngs = sections(run_path, out, manifest, records, cells, groups, summary)
     claims_table(summary.pop("claims")).to_csv(out / analysis_folder.CLAIMS_TABLE, index=False)
     (out / runfolder.REPORT).write_text(render.markdown(blocks))

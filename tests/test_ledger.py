@@ -207,3 +207,16 @@ def test_the_text_export_reads_back_as_the_ledger_and_is_stable(tmp_path):
         assert (again / name).read_bytes() == (folder / name).read_bytes(), name
     with pytest.raises(UserError, match="a ledger's text export, which is read"):
         ledger.add(tmp_path / "a", folder)
+
+
+def test_the_report_sets_the_run_beside_the_ledger_s_earlier_runs(tmp_path):
+    """The report's last section: each claim the run measured beside the ledger's earlier runs
+    of its stack and size (two here, on two machine classes), pooled; the run itself is not
+    among them (it joins the ledger after its report)."""
+    path = tmp_path / schema.FILE
+    for run_id, cpu in (("a", "AMD EPYC"), ("b", "Intel Xeon")):
+        ledger.add(analysed(tmp_path, run_id, cpu, ["AVX2"]), path)
+    text = (analysed(tmp_path, "c", "AMD EPYC", ["AVX2"]) / "analysis" / "report.md").read_text()
+    section = text.split("## This run beside the ledger's earlier runs")[1]
+    line = next(l for l in section.splitlines() if l.startswith("| tf_sync_vs_pytorch_sync |"))
+    assert "| 2 (2 machine class(es)) |" in line and line.count("2.6") >= 2, line
