@@ -3,6 +3,7 @@ import contextlib
 import dataclasses
 import io
 import os
+import sqlite3
 import time
 from pathlib import Path
 
@@ -143,9 +144,18 @@ def ledger_path(results):
 
 
 def add_to_ledger(path, ledger):
-    """The analysed run into the ledger, once: says which."""
+    """The analysed run into the ledger, once: says which. A fault of the ledger's own is
+    said and leaves the report as it is (the run's folder keeps everything the ledger reads:
+    `invoke ledger.add --run RUN` adds it later)."""
     from analysis import ledger as ledgers
-    key, added = ledgers.add(path, ledger)
+    try:
+        key, added = ledgers.add(path, ledger)
+    except (sqlite3.Error, OSError, ValueError, KeyError) as exc:
+        print("ledger: run %s was not added to %s (%s: %s); its report is written, and "
+              "`invoke ledger.add --run %s` adds it" % (Path(path).name, ledger,
+                                                       type(exc).__name__, exc,
+                                                       Path(path).name), flush=True)
+        return
     print("ledger: run %s %s %s (key %s)" % (Path(path).name, "added to" if added else
                                              "already in", ledger, key), flush=True)
 

@@ -220,3 +220,15 @@ def test_the_report_sets_the_run_beside_the_ledger_s_earlier_runs(tmp_path):
     section = text.split("## This run beside the ledger's earlier runs")[1]
     line = next(l for l in section.splitlines() if l.startswith("| tf_sync_vs_pytorch_sync |"))
     assert "| 2 (2 machine class(es)) |" in line and line.count("2.6") >= 2, line
+
+
+def test_a_ledger_that_cannot_be_written_leaves_the_report_and_says_how_to_add_later(tmp_path,
+                                                                                     capsys):
+    from harness import commands
+    run = analysed(tmp_path, "a", "AMD EPYC", ["AVX2"])
+    (tmp_path / "not-a-database.sqlite").write_text("plain text, not SQLite")
+    commands.add_to_ledger(run, tmp_path / "not-a-database.sqlite")
+    said = capsys.readouterr().out
+    assert "ledger: run a was not added to %s (DatabaseError" % (
+        tmp_path / "not-a-database.sqlite") in said and "`invoke ledger.add --run a`" in said
+    assert (run / "analysis" / "report.md").is_file()
