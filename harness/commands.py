@@ -150,7 +150,7 @@ def add_to_ledger(path, ledger):
     from analysis import ledger as ledgers
     try:
         key, added = ledgers.add(path, ledger)
-    except (sqlite3.Error, OSError, ValueError, KeyError) as exc:
+    except (sqlite3.Error, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print("ledger: run %s was not added to %s (%s: %s); its report is written, and "
               "`invoke ledger.add --run %s` adds it" % (Path(path).name, ledger,
                                                        type(exc).__name__, exc,
