@@ -407,11 +407,13 @@ def coverage_text(ledger_path, machine=None):
 
 # ---- the report's page: this run beside the ledger's earlier ones --------------------------
 
+BESIDE_HEADING = "This run beside the ledger's earlier runs"
+
 def beside_blocks(ledger_path, rows, manifest):
     """The report's section: each claim this run measured beside the ledger's earlier runs of
     the same stack and size (this run is added after its report is made: not among them),
     pooled as `invoke ledger.claims` pools them."""
-    head = [("h2", "This run beside the ledger's earlier runs")]
+    head = [("h2", BESIDE_HEADING)]
     stack, size = manifests.stack_names(manifest)[0], manifest.get("size")
     try:
         earlier = measurements(ledger_path) if Path(ledger_path).is_file() else pd.DataFrame()

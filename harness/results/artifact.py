@@ -76,7 +76,8 @@ def build(results, run_id=None, junit=JUNIT):
 
 def verify(path):
     """Sums, then the report rebuilt from the archive's records: identical but for the lines
-    that carry the time the report was made. Returns the differing lines ([] = verified)."""
+    that carry the time the report was made, up to the section that sets the run beside a
+    ledger (the ledger is not in the archive). Returns the differing lines ([] = verified)."""
     from analysis import report
     path = Path(path)
     if not path.is_file():
@@ -95,8 +96,9 @@ def verify(path):
                             % (len(bad), path.name, ", ".join(bad[:5])),
                             "the archive was changed or damaged: make it again")
         sums = len((run / SUMS).read_text().splitlines())
-        archived = (run / runfolder.ANALYSIS / runfolder.REPORT).read_text()
-        rebuilt = report.build(run, quiet=True, out=run / "verify")["report"].read_text()
+        archived = _from_records((run / runfolder.ANALYSIS / runfolder.REPORT).read_text())
+        rebuilt = _from_records(
+            report.build(run, quiet=True, out=run / "verify")["report"].read_text())
     differing = [(a, b) for a, b in zip(archived.splitlines(), rebuilt.splitlines())
                  if a != b and not _timestamped(a)]
     if len(archived.splitlines()) != len(rebuilt.splitlines()):
@@ -253,6 +255,15 @@ def results_reproduced(found, named):
     lines += ["- **%s**: %s" % (d["key"], d["text"]) for d in found["bed"]["deviations"]] or \
         ["- none recorded"]
     return lines + [""]
+
+
+def _from_records(text):
+    """The report's lines that the archive's records decide: all before the section that
+    reads the ledger of the machine that made the report."""
+    from analysis.ledger import BESIDE_HEADING
+    lines = text.splitlines()
+    cut = [i for i, line in enumerate(lines) if line.lstrip("# ") == BESIDE_HEADING]
+    return "\n".join(lines[:cut[0]] if cut else lines)
 
 
 def _timestamped(line):
