@@ -131,6 +131,7 @@ def _options_task(options_type, **task_args):
 
         @functools.wraps(function)
         def body(c, **given):
+            _refuse_help_as_value(given, function.__name__, task_args.get("name"))
             return function(c, given)
         body.__signature__ = inspect.Signature(parameters)
         del body.__wrapped__  # Invoke reads the signature above, not function's
@@ -139,6 +140,19 @@ def _options_task(options_type, **task_args):
         made.options_type = options_type
         return made
     return decorate
+
+
+def _refuse_help_as_value(given, function_name, name):
+    """Invoke reads the word after a task with a required option as that option's value, so
+    `invoke compare --help` would look for a run called --help: say where the help is."""
+    if any(v in ("-h", "--help") for v in given.values()):
+        from contract.errors import UserError
+        group = function_name.split("_")[0]
+        shown = "%s.%s" % (group, name) if name and function_name.startswith(
+            ("ledger_", "cluster_", "vagrant_")) else name or function_name.replace("_", "-")
+        raise UserError("--help was read as the value of one of %s's options (Invoke does "
+                        "that after a task with a required option)" % shown,
+                        "`invoke --help %s` shows its help" % shown)
 
 
 def _where(c, given):
@@ -190,7 +204,11 @@ def collect(c, given):
     """Fetch results and logs from every node; write manifest.json and records.jsonl."""
     from harness import commands
     o = built(more.CollectOptions, _where(c, given))
-    commands.collect_run(o.inventory, o.results, o.run)
+    # not given: the inventory the run recorded (bench --inventory X, then collect alone)
+    path = commands.collect_run(given.get("inventory"), o.results, o.run,
+                                default_inventory=o.inventory)
+    print("next: `invoke analyze --run %s` makes its report and adds its cells and claims to "
+          "the ledger (%s)" % (path.name, commands.ledger_path(o.results)))
 
 
 @_options_task(more.AnalyzeOptions)

@@ -56,9 +56,11 @@ def connect(path):
     return db
 
 
-def add(run_path, ledger_path, source=None):
+def add(run_path, ledger_path, source=None, again=False):
     """The run's cells and claims into the ledger, in one transaction (all or nothing);
-    returns (run key, True) or, where the ledger has the run already, (run key, False)."""
+    returns (run key, "added"), or where the ledger has the run already, (run key, "already"),
+    or with `again` (the run analysed anew from its own folder: resumed, or read by a newer
+    analysis) its earlier rows replaced, (run key, "replaced"). A run is never counted twice."""
     run_path = Path(run_path)
     if Path(ledger_path).is_dir():
         raise UserError("%s is a ledger's text export, which is read, not added to"
@@ -67,19 +69,26 @@ def add(run_path, ledger_path, source=None):
     key = schema.run_key(manifest)
     db = connect(ledger_path)
     try:
-        if db.execute("SELECT 1 FROM runs WHERE run_key=?", (key,)).fetchone():
-            return key, False
+        there = db.execute("SELECT 1 FROM runs WHERE run_key=?", (key,)).fetchone()
+        if there and not again:
+            return key, "already"
         with db:
-            db.execute("INSERT INTO runs VALUES (%s)" % ",".join("?" * 15),
-                       run_row(key, manifest, source or str(run_path)))
-            for stack, folder in stack_folders(run_path, manifest):
-                db.executemany("INSERT INTO cells VALUES (%s)" % ",".join("?" * 14),
-                               cell_rows(key, stack, folder))
-                db.executemany("INSERT INTO claims VALUES (%s)" % ",".join("?" * 11),
-                               claim_rows(key, stack, folder))
-        return key, True
+            for table in ("claims", "cells", "runs"):
+                db.execute("DELETE FROM %s WHERE run_key=?" % table, (key,))
+            _insert(db, key, run_path, manifest, source)
+        return key, "replaced" if there else "added"
     finally:
         db.close()
+
+
+def _insert(db, key, run_path, manifest, source):
+    db.execute("INSERT INTO runs VALUES (%s)" % ",".join("?" * 15),
+               run_row(key, manifest, source or str(run_path)))
+    for stack, folder in stack_folders(run_path, manifest):
+        db.executemany("INSERT INTO cells VALUES (%s)" % ",".join("?" * 14),
+                       cell_rows(key, stack, folder))
+        db.executemany("INSERT INTO claims VALUES (%s)" % ",".join("?" * 11),
+                       claim_rows(key, stack, folder))
 
 
 def known(ledger_path, key):
@@ -116,7 +125,7 @@ def export(ledger_path, folder):
         for table in EXPORTED:
             keys = "run_key" if table == "runs" else "run_key, stack, 3, 4"
             pd.read_sql_query("SELECT * FROM %s ORDER BY %s" % (table, keys), db).to_csv(
-                folder / ("%s.csv" % table), index=False, float_format="%.6g")
+                folder / ("%s.csv" % table), index=False, float_format="%.10g")
     finally:
         db.close()
     (folder / VERSION_FILE).write_text("%d\n" % schema.SCHEMA_VERSION)
@@ -136,10 +145,19 @@ def _from_export(folder):
         db.execute("CREATE TABLE %s (%s)" % (name, columns))
     db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (version,))
     for table in EXPORTED:
+        # an empty field is NULL in a number column and "" in a text one (a cell's link), as
+        # the ledger held them: a NULL link would drop the cell from its setting's group
+        numbers = [name for name, kind in _columns(table) if kind in ("REAL", "INTEGER")]
         rows = pd.read_csv(folder / ("%s.csv" % table), keep_default_na=False,
-                           na_values=[""])
+                           na_values={name: [""] for name in numbers})
         rows.to_sql(table, db, if_exists="append", index=False)
     return db
+
+
+def _columns(table):
+    """(name, type) of the table's columns, from its schema in contract/ledger.py."""
+    parts = [p.split() for p in schema.TABLES[table].split(",")]
+    return [(p[0], p[1]) for p in parts if len(p) >= 2 and not p[0].startswith(("PRIMARY", "("))]
 
 
 def stack_folders(run_path, manifest):
@@ -165,7 +183,9 @@ def machine(manifest):
 
 def run_row(key, manifest, source):
     bed = testbed.describe(manifests.view(manifest, manifests.stack_names(manifest)[0]))
-    repeats = (manifest.get("options") or {}).get("repeats")
+    # the size's default leaves the option None: the run's cells say how many it planned
+    repeats = (manifest.get("options") or {}).get("repeats") or \
+        1 + max([c.get("repeat", 0) for c in manifest.get("cells") or []], default=0)
     return (key, manifest.get("run_id"), manifest.get("started"), manifest.get("size"),
             repeats, json.dumps(manifests.stack_names(manifest))) + machine(manifest) + (
             json.dumps(manifest.get("kernels") or {}, sort_keys=True),
@@ -233,12 +253,11 @@ def pooled(rows):
     {runs, value, low, high, tau2, i2, q_p, disagree} on the ratio scale; with one run, that
     run's interval and no heterogeneity."""
     from statsmodels.stats.meta_analysis import combine_effects
-    usable = [r for r in rows if _positive(r["value"], r["low"], r["high"])]
+    usable = [r for r in rows if _has_interval(r)]
     if not usable:
         return None
     logs = [math.log(r["value"]) for r in usable]
-    variances = [((math.log(r["high"]) - math.log(r["low"])) / (2 * Z95)) ** 2 or 1e-12
-                 for r in usable]
+    variances = [((math.log(r["high"]) - math.log(r["low"])) / (2 * Z95)) ** 2 for r in usable]
     if len(usable) == 1:
         return {"runs": 1, "value": usable[0]["value"], "low": usable[0]["low"],
                 "high": usable[0]["high"], "tau2": None, "i2": None, "q_p": None,
@@ -254,21 +273,37 @@ def pooled(rows):
     q_p = float(found.test_homogeneity().pvalue)
     return {"runs": len(usable), "value": math.exp(row["eff"]),
             "low": math.exp(row["ci_low"]), "high": math.exp(row["ci_upp"]),  # normal, log
-            "tau2": tau2, "i2": max(0.0, float(found.i2)), "q_p": q_p,
+            "tau2": tau2, "i2": _i_squared(float(found.q), len(usable) - 1), "q_p": q_p,
             "disagree": q_p < DISAGREE_P}
+
+
+def _i_squared(q, df):
+    """Higgins and Thompson's I^2 = (Q - df) / Q, 0 where Q <= df: runs that agree to
+    rounding give a Q of about 0, of either sign, and a ratio of two roundings."""
+    return (q - df) / q if q > df else 0.0
 
 
 def _positive(*values):
     return all(v is not None and v == v and v > 0 for v in values)
 
 
+def _has_interval(row):
+    """A measured ratio with an interval of some width: a run of one repeat and no interval
+    check gives a point (low = high), whose zero variance would outweigh every other run."""
+    return _positive(row["value"], row["low"], row["high"]) and row["high"] > row["low"]
+
+
+NO_INTERVAL = "not pooled: no run with an interval (one repeat and no interval check each)"
+
+
 NOT_POOLED = ("not comparable", "not measured")  # a run's verdict that keeps it out
 
 
 def claims_table(ledger_path, chosen=None):
-    """One row per (claim, stack, size, machine class) and per (claim, stack, size) over every
-    machine: the runs pooled, those left out (not comparable: their nodes shared cores; not
-    measured), the pooled ratio and interval, tau^2, I^2, whether the runs disagree beyond
+    """One row per (claim, stack, size, machine class) and, where runs of more than one
+    class are in, per (claim, stack, size) over every machine: the runs pooled, those left
+    out (not comparable: their nodes shared cores; not measured; a point without an
+    interval), the pooled ratio and interval, tau^2, I^2, whether the runs disagree beyond
     their intervals, and the pooled interval's verdict against the claim's band. Sizes are
     kept apart: a smoke run checks the machinery, a verdict or paper run measures. chosen:
     claim ids (None: every one)."""
@@ -278,13 +313,21 @@ def claims_table(ledger_path, chosen=None):
     out = []
     for (claim, stack, size), group in rows.groupby(["claim", "stack", "size"], sort=True):
         first = group.iloc[0]
-        parts = [(m, g) for m, g in group.groupby("machine_class")] + [("every machine", group)]
+        parts = [(m, g) for m, g in group.groupby("machine_class")]
+        if len(parts) > 1:  # one class's row is already the every-machine one
+            parts.append(("every machine", group))
         for machine, part in parts:
             kept = part[~part.verdict.fillna("").str.startswith(NOT_POOLED)]
             found = pooled(kept.to_dict("records"))
             if found is None:
+                if any(_positive(r["value"], r["low"], r["high"])
+                       for r in kept.to_dict("records")):
+                    out.append(dict(claim=claim, stack=stack, size=size, machine=machine,
+                                    paper=first.paper, runs=0, left_out=len(part),
+                                    value=None, low=None, high=None, tau2=None, i2=None,
+                                    q_p=None, disagree=False, verdict=NO_INTERVAL))
                 continue
-            found["left_out"] = len(part) - len(kept)
+            found["left_out"] = len(part) - found["runs"]
             verdict = claims.band_verdict(found["low"], found["high"], first.paper,
                                           first.tolerance) if first.tolerance == \
                 first.tolerance and first.paper == first.paper else ""
@@ -321,7 +364,7 @@ def claims_text(ledger_path, chosen=None):
                 r.machine, r.runs, ", %d left out" % r.left_out if r.left_out else "",
                 "-" if r.tau2 is None or r.tau2 != r.tau2 else "%.3g" % r.tau2,
                 "-" if r.i2 is None or r.i2 != r.i2 else "%.0f%%" % (100 * r.i2),
-                _ratio(r.value, r.low, r.high), r.verdict))
+                _ratio(r.value, r.low, r.high) if r.runs else "-", r.verdict))
     return "\n".join(lines[1:])
 
 
@@ -389,7 +432,7 @@ def coverage_text(ledger_path, machine=None):
     """The coverage as sentences (of one machine class, or all); says so where the ledger has
     no verdict run beside a paper-size one of the same setting."""
     try:
-        table = coverage_table(ledger_path) if Path(ledger_path).is_file() else pd.DataFrame()
+        table = coverage_table(ledger_path) if Path(ledger_path).exists() else pd.DataFrame()
     except UserError as exc:  # another version's ledger: the report is still made
         return "Interval coverage: the ledger %s could not be read (%s)" % (ledger_path,
                                                                            exc.cause)
@@ -416,7 +459,7 @@ def beside_blocks(ledger_path, rows, manifest):
     head = [("h2", BESIDE_HEADING)]
     stack, size = manifests.stack_names(manifest)[0], manifest.get("size")
     try:
-        earlier = measurements(ledger_path) if Path(ledger_path).is_file() else pd.DataFrame()
+        earlier = measurements(ledger_path) if Path(ledger_path).exists() else pd.DataFrame()
     except UserError as exc:
         return head + [("p", "The ledger %s could not be read (%s)." % (ledger_path, exc.cause))]
     if not earlier.empty:

@@ -104,11 +104,15 @@ def unfinished(outcome):
     return incomplete_cells(RunFolder(outcome["path"]).statuses())
 
 
-def collect_run(inventory_name, results, run_id=None):
+def collect_run(inventory_name, results, run_id=None, default_inventory=None):
+    """Fetch the run's files from its nodes and build its records. inventory_name None: the
+    inventory the run recorded, where it is still there (else default_inventory)."""
     path = run_manifest.run_dir(results, run_id)
     run_manifest.check_format(path)
     run = RunFolder(path)
-    nodes = nodes_mod.connect_all(inventory.for_collect(inventory_name, run.manifest()))
+    chosen = inventory_name or inventory.recorded(run.manifest()) or default_inventory
+    nodes = nodes_mod.connect_all(inventory.for_collect(chosen, run.manifest()))
+    inventory.check_has_run_nodes(nodes, run.statuses(), path.name, run.manifest())
     fetched = 0
     for status in run.statuses():
         if status.get("processes"):
@@ -144,20 +148,22 @@ def ledger_path(results):
 
 
 def add_to_ledger(path, ledger):
-    """The analysed run into the ledger, once: says which. A fault of the ledger's own is
-    said and leaves the report as it is (the run's folder keeps everything the ledger reads:
-    `invoke ledger.add --run RUN` adds it later)."""
+    """The analysed run into the ledger, once (analysed again, resumed or by a newer analysis,
+    its rows are replaced): says which. A fault of the ledger's own is said and leaves the
+    report as it is (the run's folder keeps everything the ledger reads: `invoke ledger.add
+    --run RUN` adds it later)."""
     from analysis import ledger as ledgers
     try:
-        key, added = ledgers.add(path, ledger)
+        key, how = ledgers.add(path, ledger, again=True)
     except (sqlite3.Error, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print("ledger: run %s was not added to %s (%s: %s); its report is written, and "
               "`invoke ledger.add --run %s` adds it" % (Path(path).name, ledger,
                                                        type(exc).__name__, exc,
                                                        Path(path).name), flush=True)
         return
-    print("ledger: run %s %s %s (key %s)" % (Path(path).name, "added to" if added else
-                                             "already in", ledger, key), flush=True)
+    said = {"added": "added to", "replaced": "read again: its earlier rows replaced in",
+            "already": "already in"}[how]
+    print("ledger: run %s %s %s (key %s)" % (Path(path).name, said, ledger, key), flush=True)
 
 
 def compare(results, run_a, run_b, out=None):

@@ -295,3 +295,21 @@ def test_a_bastion_is_parsed_and_becomes_ansibles_proxy_command(tmp_path):
     path.write_text(path.read_text().replace("gate.example:2222", "not a host!"))
     with pytest.raises(UserError, match="field `jump_host` is 'not a host!', not"):
         inventory.load(str(path))
+
+
+def test_collect_takes_the_run_s_inventory_and_refuses_one_without_its_nodes(tmp_path):
+    """A run made with --inventory local-shared, collected with no --inventory: the one it
+    recorded (its path, or its name where the path moved); given one that lacks node3, a
+    UserError naming node3 and the inventory to give, before anything is fetched."""
+    shared = inventory.INVENTORIES / "local-shared.yml"
+    assert inventory.recorded({"inventory": {"name": "local-shared",
+                                             "path": str(tmp_path / "gone.yml")}}) == str(shared)
+    assert inventory.recorded({"inventory": {"name": "deleted-one"}}) is None
+    nodes = [type("N", (), {"name": n})() for n in ("node1", "node2")]
+    statuses = [{"processes": [{"node": "node1"}, {"node": "node3"}]}]
+    made = {"inventory": {"name": "local-shared"}}
+    with pytest.raises(UserError) as refused:
+        inventory.check_has_run_nodes(nodes, statuses, "r1", made)
+    assert "ran processes on node3, which this inventory (node1, node2)" in refused.value.cause
+    assert "--inventory local-shared" in refused.value.fix
+    inventory.check_has_run_nodes(nodes, statuses[:0], "r1", {})  # nothing ran: nothing lacks

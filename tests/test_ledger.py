@@ -3,20 +3,25 @@ once however often it is given, in one transaction; a ledger of another schema r
 nothing changed; each claim pooled across runs by the random-effects model, checked against
 the DerSimonian-Laird arithmetic done by hand."""
 import math
+import re
 import sqlite3
 
+import pandas as pd
 import pytest
 
 from analysis import ledger, report
 from contract import ledger as schema
 from contract.errors import UserError
+from harness.paths import REPO
 from selfcheck import known_run
 
 CELLS = [("lenet5-cifar10", "tensorflow-sync", 265.0), ("lenet5-cifar10", "pytorch-sync", 100.0)]
 
 
 def analysed(tmp_path, run_id, cpu, isa):
-    cells = [known_run.cell(b, s, t) for b, s, t in CELLS]
+    """A run of three repeats (2% apart, so its claims have intervals to pool), analysed."""
+    cells = [known_run.cell(b, s, t * (1 + 0.02 * (r - 1)), repeat=r)
+             for b, s, t in CELLS for r in range(3)]
     run = known_run.write_run(tmp_path, cells, run_id=run_id, manifest={
         "started": 1.0e9, "cpu": {"node1": {"model": cpu, "isa": isa}}})
     report.build(run, quiet=True)
@@ -26,9 +31,10 @@ def analysed(tmp_path, run_id, cpu, isa):
 def test_a_run_is_added_once_with_its_machine_cells_and_claims(tmp_path):
     path = tmp_path / "ledger.sqlite"
     run = analysed(tmp_path, "a", "AMD EPYC", ["AVX2", "AVX-512F"])
-    key, added = ledger.add(run, path)
-    assert added and ledger.add(run, path) == (key, False)  # the same run again: not twice
+    key, how = ledger.add(run, path)
+    assert how == "added" and ledger.add(run, path) == (key, "already")  # not twice
     db = sqlite3.connect(str(path))
+    assert db.execute("SELECT repeats FROM runs").fetchall() == [(3,)]  # from its cells
     (machine, runs), = db.execute("SELECT machine_class, count(*) FROM runs").fetchall()
     assert (machine, runs) == ("AMD EPYC, AVX-512", 1)
     cells = db.execute("SELECT system, seconds FROM cells ORDER BY system").fetchall()
@@ -36,6 +42,16 @@ def test_a_run_is_added_once_with_its_machine_cells_and_claims(tmp_path):
     assert cells[0][1] == pytest.approx(100.0, rel=0.05)
     claims = dict(db.execute("SELECT claim, value FROM claims WHERE value IS NOT NULL"))
     assert claims["tf_sync_vs_pytorch_sync"] == pytest.approx(2.65, rel=0.05)
+    # resumed, its cells run again and analysed anew: the new rows in place of the old, once
+    table = run / "analysis" / "claims.csv"
+    rows = pd.read_csv(table)
+    rows["measured"] = rows["measured"].astype(object)  # text for the claims of an order
+    rows.loc[rows["id"] == "tf_sync_vs_pytorch_sync", "measured"] = 3.5
+    rows.to_csv(table, index=False)
+    assert ledger.add(run, path, again=True) == (key, "replaced")
+    assert db.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+    assert db.execute("SELECT value FROM claims WHERE claim='tf_sync_vs_pytorch_sync'"
+                      ).fetchall() == [(3.5,)]
 
 
 def test_another_schema_is_refused_and_a_failed_add_leaves_nothing(tmp_path):
@@ -78,6 +94,14 @@ def test_runs_are_pooled_by_random_effects_as_derived_by_hand():
                                    high=r["high"] / r["value"] * 2.0) for r in rows])
     assert agreeing["tau2"] == 0.0 and not agreeing["disagree"]
     assert agreeing["value"] == pytest.approx(2.0)
+    # two runs equal but for rounding: Q about 0 of either sign, I^2 0 (it came out as
+    # 4e12 % where a rounding made Q negative)
+    for nudge in (1e-12, -1e-12):
+        close = ledger.pooled([dict(rows[0], value=2.0, low=1.8, high=2.2),
+                               dict(rows[0], value=2.0 * (1 + nudge), low=1.8, high=2.2)])
+        assert close["i2"] == 0.0 and close["tau2"] == 0.0
+    # a run of one repeat gives a point (low = high): shown, never pooled (zero variance)
+    assert ledger.pooled([dict(rows[0], value=2.0, low=2.0, high=2.0)]) is None
 
 
 def test_each_claim_is_pooled_per_machine_class_and_over_every_machine(tmp_path):
@@ -85,7 +109,10 @@ def test_each_claim_is_pooled_per_machine_class_and_over_every_machine(tmp_path)
     for run_id, cpu, isa in (("a", "AMD EPYC", ["AVX2", "AVX-512F"]),
                              ("b", "AMD EPYC", ["AVX2", "AVX-512F"]),
                              ("c", "Intel Xeon", ["AVX2", "AVX-512F", "AMX-BF16"])):
-        ledger.add(analysed(tmp_path, run_id, cpu, isa), path)
+        run = analysed(tmp_path, run_id, cpu, isa)
+        ledger.add(run, path)
+        if cpu == "AMD EPYC":
+            ledger.add(run, tmp_path / "one-class.sqlite")
     table = ledger.claims_table(path, ["tf_sync_vs_pytorch_sync"])
     assert list(table.machine) == ["AMD EPYC, AVX-512", "Intel Xeon, AMX", "every machine"]
     assert list(table.runs) == [2, 1, 3]
@@ -95,13 +122,18 @@ def test_each_claim_is_pooled_per_machine_class_and_over_every_machine(tmp_path)
     text = ledger.claims_text(path, ["tf_sync_vs_pytorch_sync"])
     assert "tf_sync_vs_pytorch_sync under fixture, fixture size" in text
     assert "every machine | pooled: 3 run(s), tau^2 0" in text and "Intel Xeon, AMX | c | " in text
+    # one machine class alone: its row is the every-machine one, not written twice
+    one = ledger.claims_table(tmp_path / "one-class.sqlite", ["tf_sync_vs_pytorch_sync"])
+    assert list(one.machine) == ["AMD EPYC, AVX-512"] and list(one.runs) == [2]
 
 
 def test_an_archive_is_imported_once_and_a_changed_one_is_refused(tmp_path):
     """Another machine's run comes as its `invoke artifact` archive: imported once (a second
     time refused: a run counts once); the same archive with one byte of one file changed and
     repacked is refused by its SHA256SUMS; a changed byte of the archive itself, by the digest
-    its author published; a truncated one, as unreadable. The ledger keeps what it had."""
+    its author published, or unpinned by gzip's own check of the whole stream (tarfile alone
+unpacks what comes before the damage); a truncated one, so too. The ledger keeps what it
+had."""
     import hashlib
     import io
     import tarfile
@@ -127,7 +159,8 @@ def test_an_archive_is_imported_once_and_a_changed_one_is_refused(tmp_path):
     truncated.write_bytes(archive.read_bytes()[:len(data) // 3])
     for bad, digest, said in ((changed, None, "do not match its SHA256SUMS: a/records.jsonl"),
                               (flipped, published, "not the archive published"),
-                              (truncated, None, "is not a readable artifact")):
+                              (flipped, None, "is damaged: its compressed stream fails gzip"),
+                              (truncated, None, "is damaged: its compressed stream fails")):
         with pytest.raises(UserError) as refused:
             artifact.import_run(bad, here, path, digest)
         assert said in refused.value.cause, (bad.name, refused.value.cause)
@@ -171,6 +204,10 @@ def test_coverage_scores_the_verdict_intervals_by_the_full_runs_beside_them(tmp_
     assert "prediction on A: 4 of 4 held, 100% (95% 40-100%; 1 setting(s))" in \
         ledger.coverage_text(path)
     assert "not yet measured on B" in ledger.coverage_text(path, "B")
+    # read back from its text export: the same (an empty link is "", not a NULL that would
+    # drop the cells from their setting; an export is a folder, read as a ledger)
+    assert ledger.coverage_text(ledger.export(path, tmp_path / "evidence")) == \
+        ledger.coverage_text(path)
 
 
 def test_the_report_quotes_the_coverage_its_machine_class_has_in_the_ledger(tmp_path):
@@ -232,3 +269,20 @@ def test_a_ledger_that_cannot_be_written_leaves_the_report_and_says_how_to_add_l
     assert "ledger: run a was not added to %s (DatabaseError" % (
         tmp_path / "not-a-database.sqlite") in said and "`invoke ledger.add --run a`" in said
     assert (run / "analysis" / "report.md").is_file()
+
+
+MARKER = re.compile(r"<!-- ledger\.(claims|coverage) (\S+)(?: --claims (\S+))? -->\n```\n(.*?)```",
+                    re.S)
+
+
+def test_the_notebook_s_ledger_tables_are_what_the_committed_exports_give(monkeypatch):
+    """Each table of docs/notebook.md under `<!-- ledger.claims FOLDER [--claims IDS] -->` (or
+    ledger.coverage) is what `invoke ledger.claims --ledger FOLDER` prints from the export
+    committed in FOLDER: the notebook's evidence recomputed from data in the repository."""
+    monkeypatch.chdir(REPO)
+    found = MARKER.findall((REPO / "docs" / "notebook.md").read_text())
+    assert found, "no notebook table from a committed ledger export"
+    for kind, folder, chosen, table in found:
+        printed = ledger.claims_text(folder, chosen.split(",") if chosen else None) \
+            if kind == "claims" else ledger.coverage_text(folder)
+        assert table.strip() == printed.strip(), (kind, folder)

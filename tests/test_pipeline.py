@@ -329,3 +329,16 @@ def test_each_cell_runs_under_its_own_stack_in_a_run_of_two():
     assert RunStacks.load(["current"]).of(one).name == "current"
     with pytest.raises(UserError, match="runs under stack paper-py39, which this run"):
         RunStacks.load(["current"]).of(next(c for c in cells if c.stack == "paper-py39"))
+
+
+def test_help_after_a_task_with_a_required_option_says_where_the_help_is():
+    import tasks
+    """`invoke ledger.import --help`: Invoke hands --help to the required option; the task
+    says so and names `invoke --help ledger.import` instead of looking for a file --help."""
+    with pytest.raises(UserError) as refused:
+        tasks._refuse_help_as_value({"archive": "--help", "digest": None}, "ledger_import",
+                                    "import")
+    assert refused.value.fix == "`invoke --help ledger.import` shows its help"
+    with pytest.raises(UserError, match="one of fault-bench's options"):
+        tasks._refuse_help_as_value({"run": "-h"}, "fault_bench", "fault-bench")
+    tasks._refuse_help_as_value({"archive": "a.tar.gz"}, "ledger_import", "import")

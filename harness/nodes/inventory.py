@@ -160,6 +160,28 @@ def for_collect(name_or_path, manifest):
     return Inventory(name=path.stem, path=path, hosts=hosts)
 
 
+def recorded(manifest):
+    """The inventory the run was made with, as it named it, where that file is still there."""
+    found = manifest.get("inventory") or {}
+    for path in (found.get("path"), found.get("name") and INVENTORIES / (found["name"] + ".yml")):
+        if path and Path(path).is_file():
+            return str(path)
+    return None
+
+
+def check_has_run_nodes(nodes, statuses, run_name, manifest):
+    """Refuse to collect with an inventory that lacks a node the run's processes ran on."""
+    have = {n.name for n in nodes}
+    used = {p["node"] for s in statuses for p in s.get("processes") or []}
+    missing = sorted(used - have)
+    if missing:
+        made_with = (manifest.get("inventory") or {}).get("name") or "another inventory"
+        raise UserError("run %s ran processes on %s, which this inventory (%s) does not have"
+                        % (run_name, ", ".join(missing), ", ".join(sorted(have))),
+                        "collect it with the inventory it ran on: `invoke collect --run %s "
+                        "--inventory %s`" % (run_name, made_with))
+
+
 def size_local(raw_hosts, cpus):
     """`vcpus: auto` and `cpus: auto` on the nodes run on this machine (connection local):
     each gets the machine's CPUs shared out, up to the paper's 4, and, where there are

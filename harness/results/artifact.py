@@ -15,6 +15,7 @@ status files, every process's logs and results, the report in md and html, figur
 `--verify PATH` checks the sums, rebuilds the report from the archived records and manifest,
 and compares it with the archived report.md, line by line.
 """
+import gzip
 import hashlib
 import io
 import json
@@ -82,6 +83,7 @@ def verify(path):
     path = Path(path)
     if not path.is_file():
         raise UserError("no archive %s" % path, "give the path `invoke artifact` printed")
+    _whole_stream(path)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             with tarfile.open(str(path), "r:gz") as tar:
@@ -157,8 +159,22 @@ def manifests_key(run):
     return schema.run_key(RunFolder(run).manifest())
 
 
+def _whole_stream(path):
+    """Read the archive's compressed stream to its end, where gzip checks its CRC and length:
+    tarfile alone stops quietly at the first damaged header and unpacks what came before."""
+    try:
+        with gzip.open(str(path), "rb") as stream:
+            while stream.read(1 << 20):
+                pass
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UserError("%s is damaged: its compressed stream fails gzip's own check (%s)"
+                        % (path, exc), "fetch it again, or make it again with `invoke "
+                        "artifact --run RUN`")
+
+
 def _unpacked(path, into):
     """The run folder of the archive, unpacked into `into`, its sums checked."""
+    _whole_stream(path)
     try:
         with tarfile.open(str(path), "r:gz") as tar:
             _safe_extract(tar, into)
