@@ -69,9 +69,10 @@ def add(run_path, ledger_path, source=None, again=False):
     key = schema.run_key(manifest)
     db = connect(ledger_path)
     try:
-        there = db.execute("SELECT 1 FROM runs WHERE run_key=?", (key,)).fetchone()
+        there = db.execute("SELECT source FROM runs WHERE run_key=?", (key,)).fetchone()
         if there and not again:
             return key, "already"
+        source = there[0] if there else source  # an import's digest stays its provenance
         with db:
             for table in ("claims", "cells", "runs"):
                 db.execute("DELETE FROM %s WHERE run_key=?" % table, (key,))
@@ -115,6 +116,10 @@ EXPORTED = ("runs", "cells", "claims")
 VERSION_FILE = "schema_version.txt"
 
 
+EXPORT_ORDER = {"runs": "run_key", "cells": "run_key, stack, benchmark, system, nodes, link",
+                "claims": "run_key, stack, claim"}  # each table's primary key
+
+
 def export(ledger_path, folder):
     """The ledger as text git can diff: one CSV per table, rows in key order, and the schema
     version; per-cell summaries, not the runs' raw logs. Returns the folder."""
@@ -123,8 +128,8 @@ def export(ledger_path, folder):
     db = connect(ledger_path)
     try:
         for table in EXPORTED:
-            keys = "run_key" if table == "runs" else "run_key, stack, 3, 4"
-            pd.read_sql_query("SELECT * FROM %s ORDER BY %s" % (table, keys), db).to_csv(
+            pd.read_sql_query("SELECT * FROM %s ORDER BY %s" % (table, EXPORT_ORDER[table]),
+                              db).to_csv(
                 folder / ("%s.csv" % table), index=False, float_format="%.10g")
     finally:
         db.close()
@@ -147,9 +152,11 @@ def _from_export(folder):
     for table in EXPORTED:
         # an empty field is NULL in a number column and "" in a text one (a cell's link), as
         # the ledger held them: a NULL link would drop the cell from its setting's group
-        numbers = [name for name, kind in _columns(table) if kind in ("REAL", "INTEGER")]
+        columns = _columns(table)
+        numbers = [name for name, kind in columns if kind in ("REAL", "INTEGER")]
         rows = pd.read_csv(folder / ("%s.csv" % table), keep_default_na=False,
-                           na_values={name: [""] for name in numbers})
+                           na_values={name: [""] for name in numbers},
+                           dtype={name: str for name, kind in columns if kind == "TEXT"})
         rows.to_sql(table, db, if_exists="append", index=False)
     return db
 
@@ -415,7 +422,8 @@ def _cells(ledger_path):
     try:
         return pd.read_sql_query(
             "SELECT c.*, r.size, r.machine_class FROM cells c JOIN runs r USING (run_key) "
-            "WHERE c.status = 'succeeded' AND c.seconds IS NOT NULL", db)
+            "WHERE c.status = 'succeeded' AND c.seconds IS NOT NULL "
+            "AND NOT coalesce(r.shared_cores, 0)", db)  # shared cores: not this machine's time
     finally:
         db.close()
 
@@ -465,11 +473,13 @@ def beside_blocks(ledger_path, rows, manifest):
     if not earlier.empty:
         earlier = earlier[(earlier["stack"] == stack) & (earlier["size"] == size) &
                           (earlier["run_id"] != manifest.get("run_id"))]
-    table = []
+    table, points = [], 0
     for row in rows:
         mine = earlier[earlier["claim"] == row["id"]] if not earlier.empty else earlier
         kept = mine[~mine.verdict.fillna("").str.startswith(NOT_POOLED)] if len(mine) else mine
         found = pooled(kept.to_dict("records")) if len(kept) else None
+        points += not found and any(_positive(r["value"], r["low"], r["high"])
+                                    for r in kept.to_dict("records"))
         if found:
             table.append([row["id"], _ratio(row.get("measured"), row.get("low"), row.get("high")),
                           "%d (%d machine class(es))" % (found["runs"],
@@ -477,6 +487,12 @@ def beside_blocks(ledger_path, rows, manifest):
                           _ratio(found["value"], found["low"], found["high"]),
                           "-" if found["i2"] is None else "%.0f%%" % (100 * found["i2"]),
                           "yes" if found["disagree"] else "no"])
+    if not table and points:
+        return head + [("p", "The ledger (%s) holds earlier runs of stack %s at the %s size "
+                             "that measured %d of these claims, each as a point (one repeat "
+                             "and no interval check): listed by `invoke ledger.claims`, not "
+                             "pooled (docs/methodology.md, \"Pooling runs\")."
+                        % (ledger_path, stack, size, points))]
     if not table:
         return head + [("p", "The ledger (%s) holds no earlier run of stack %s at the %s size "
                              "with these claims measured: `invoke ledger.claims` will pool "

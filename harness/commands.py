@@ -111,8 +111,13 @@ def collect_run(inventory_name, results, run_id=None, default_inventory=None):
     run_manifest.check_format(path)
     run = RunFolder(path)
     chosen = inventory_name or inventory.recorded(run.manifest()) or default_inventory
-    nodes = nodes_mod.connect_all(inventory.for_collect(chosen, run.manifest()))
-    inventory.check_has_run_nodes(nodes, run.statuses(), path.name, run.manifest())
+    nodes_of = inventory.for_collect(chosen, run.manifest())
+    if not inventory_name:
+        print("collecting %s with inventory %s (%s)" % (
+            path.name, nodes_of.name, "the one it was run with" if chosen != default_inventory
+            else "the default: the run's own is not there"), flush=True)
+    inventory.check_has_run_nodes(nodes_of, run.statuses(), path.name, run.manifest())
+    nodes = nodes_mod.connect_all(nodes_of)
     fetched = 0
     for status in run.statuses():
         if status.get("processes"):
@@ -139,7 +144,7 @@ def analyze(results, run_id=None, ledger=None):
     RunFolder(path).require_records()
     ledger = ledger or ledger_path(results)
     built = report.build(path, ledger=Path(ledger))
-    add_to_ledger(path, ledger)
+    add_to_ledger(path, ledger, again=True)
     return built
 
 
@@ -147,14 +152,14 @@ def ledger_path(results):
     return str(Path(results) / ledger_schema.FILE)
 
 
-def add_to_ledger(path, ledger):
-    """The analysed run into the ledger, once (analysed again, resumed or by a newer analysis,
-    its rows are replaced): says which. A fault of the ledger's own is said and leaves the
+def add_to_ledger(path, ledger, again=False):
+    """The analysed run into the ledger, once (`again`: analysed anew, resumed or by a newer
+    analysis, its rows replaced): says which. A fault of the ledger's own is said and leaves the
     report as it is (the run's folder keeps everything the ledger reads: `invoke ledger.add
     --run RUN` adds it later)."""
     from analysis import ledger as ledgers
     try:
-        key, how = ledgers.add(path, ledger, again=True)
+        key, how = ledgers.add(path, ledger, again=again)
     except (sqlite3.Error, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print("ledger: run %s was not added to %s (%s: %s); its report is written, and "
               "`invoke ledger.add --run %s` adds it" % (Path(path).name, ledger,

@@ -298,18 +298,26 @@ def test_a_bastion_is_parsed_and_becomes_ansibles_proxy_command(tmp_path):
 
 
 def test_collect_takes_the_run_s_inventory_and_refuses_one_without_its_nodes(tmp_path):
-    """A run made with --inventory local-shared, collected with no --inventory: the one it
-    recorded (its path, or its name where the path moved); given one that lacks node3, a
-    UserError naming node3 and the inventory to give, before anything is fetched."""
+    """A run made with --inventory local-shared, collected with no --inventory: the file it
+    recorded, or this checkout's inventory/ file of that name where the run was made in
+    another checkout (a file elsewhere that is gone is not guessed at); given one that lacks
+    node3, a UserError naming node3 and the inventory to give, before any node is reached."""
     shared = inventory.INVENTORIES / "local-shared.yml"
-    assert inventory.recorded({"inventory": {"name": "local-shared",
-                                             "path": str(tmp_path / "gone.yml")}}) == str(shared)
-    assert inventory.recorded({"inventory": {"name": "deleted-one"}}) is None
-    nodes = [type("N", (), {"name": n})() for n in ("node1", "node2")]
+    elsewhere = tmp_path / "old-checkout" / "inventory" / "local-shared.yml"
+    assert inventory.recorded({"inventory": {"path": str(elsewhere)}}) == str(shared)
+    assert inventory.recorded({"inventory": {"path": str(tmp_path / "local-shared.yml")}}) \
+        is None
+    assert inventory.recorded({"inventory": {"name": "local-shared"}}) is None
+    local = inventory.Inventory(name="local", path=None, hosts=[
+        type("H", (), {"name": n})() for n in ("node1", "node2")])
     statuses = [{"processes": [{"node": "node1"}, {"node": "node3"}]}]
     made = {"inventory": {"name": "local-shared"}}
     with pytest.raises(UserError) as refused:
-        inventory.check_has_run_nodes(nodes, statuses, "r1", made)
-    assert "ran processes on node3, which this inventory (node1, node2)" in refused.value.cause
+        inventory.check_has_run_nodes(local, statuses, "r1", made)
+    assert "ran processes on node3, which inventory local (node1, node2)" in refused.value.cause
     assert "--inventory local-shared" in refused.value.fix
-    inventory.check_has_run_nodes(nodes, statuses[:0], "r1", {})  # nothing ran: nothing lacks
+    # the same inventory with other nodes now (a new Slurm allocation): not "give local"
+    with pytest.raises(UserError) as changed:
+        inventory.check_has_run_nodes(local, statuses, "r1", {"inventory": {"name": "local"}})
+    assert "its nodes have changed since the run" in changed.value.cause
+    inventory.check_has_run_nodes(local, statuses[:0], "r1", made)  # nothing ran: none lacks

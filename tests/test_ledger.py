@@ -94,8 +94,8 @@ def test_runs_are_pooled_by_random_effects_as_derived_by_hand():
                                    high=r["high"] / r["value"] * 2.0) for r in rows])
     assert agreeing["tau2"] == 0.0 and not agreeing["disagree"]
     assert agreeing["value"] == pytest.approx(2.0)
-    # two runs equal but for rounding: Q about 0 of either sign, I^2 0 (it came out as
-    # 4e12 % where a rounding made Q negative)
+    # two runs equal but for rounding: Q about 0 and of either sign, where (Q - df) / Q
+    # would be a ratio of two roundings; I^2 is 0 wherever Q <= df
     for nudge in (1e-12, -1e-12):
         close = ledger.pooled([dict(rows[0], value=2.0, low=1.8, high=2.2),
                                dict(rows[0], value=2.0 * (1 + nudge), low=1.8, high=2.2)])
@@ -172,23 +172,32 @@ had."""
     db = sqlite3.connect(str(path))
     assert db.execute("SELECT run_key, machine_class, source FROM runs").fetchall() == [
         (key, "Intel Xeon, AMX", "%s sha256:%s (pinned)" % (archive.name, published))]
+    # analysed again where it was unpacked: its rows replaced, its provenance kept
+    assert ledger.add(run, path, again=True) == (key, "replaced")
+    assert db.execute("SELECT source FROM runs").fetchone()[0].endswith("(pinned)")
+    (tmp_path / "an-export").mkdir()
+    with pytest.raises(UserError, match="a ledger's text export"):
+        artifact.import_run(archive, tmp_path / "other", tmp_path / "an-export")
+    assert not (tmp_path / "other").exists()  # refused before anything was unpacked
 
 
 def test_coverage_scores_the_verdict_intervals_by_the_full_runs_beside_them(tmp_path):
     """Machine A: two verdict runs of a setting (CI 90-110 and 100-105; predictions 80-120 and
     95-115) and two paper-size runs of it (100 and 112 s, mean 106): the CIs hold the mean 1 of
     2 times, the predictions hold each full run 4 of 4. Machine B has verdict runs only: not
-    scored. Clopper-Pearson 95%: 1 of 2 is 1.3-98.7%, 4 of 4 is 39.8-100%."""
+    scored; nor is a run of A whose nodes shared cores. Clopper-Pearson 95%: 1 of 2 is
+    1.3-98.7%, 4 of 4 is 39.8-100%."""
     path = tmp_path / "ledger.sqlite"
     db = ledger.connect(path)
-    for key, size, machine in (("v1", "verdict", "A"), ("v2", "verdict", "A"),
-                               ("f1", "paper", "A"), ("f2", "paper", "A"),
-                               ("v3", "verdict", "B")):
-        db.execute("INSERT INTO runs (run_key, run_id, size, machine_class) VALUES (?,?,?,?)",
-                   (key, key, size, machine))
+    for key, size, machine, shared in (("v1", "verdict", "A", 0), ("v2", "verdict", "A", 0),
+                                       ("f1", "paper", "A", 0), ("f2", "paper", "A", 0),
+                                       ("v3", "verdict", "B", 0), ("s1", "verdict", "A", 1)):
+        db.execute("INSERT INTO runs (run_key, run_id, size, machine_class, shared_cores) "
+                   "VALUES (?,?,?,?,?)", (key, key, size, machine, shared))
     cells = {"v1": (100.0, 90, 110, 80, 120), "v2": (103.0, 100, 105, 95, 115),
              "f1": (100.0, None, None, None, None), "f2": (112.0, None, None, None, None),
-             "v3": (50.0, 40, 60, 30, 70)}
+             "v3": (50.0, 40, 60, 30, 70),
+             "s1": (150.0, 140, 160, 130, 170)}  # nodes sharing cores: not scored
     for key, (seconds, ci_low, ci_high, pred_low, pred_high) in cells.items():
         db.execute("INSERT INTO cells VALUES (?,'current','lenet5-cifar10','pytorch-sync',3,'',"
                    "3,'succeeded',0,?,?,?,?,?)",
@@ -233,9 +242,10 @@ def test_the_text_export_reads_back_as_the_ledger_and_is_stable(tmp_path):
     reader takes as --ledger, giving the same tables; exported again, the same bytes; added
     to, refused (it is read, not written)."""
     path = tmp_path / "ledger.sqlite"
-    for run_id, cpu in (("a", "AMD EPYC"), ("b", "Intel Xeon")):
+    for run_id, cpu in (("a", "AMD EPYC"), ("0012", "Intel Xeon")):  # text, not the number 12
         ledger.add(analysed(tmp_path, run_id, cpu, ["AVX2"]), path)
     folder = ledger.export(path, tmp_path / "evidence")
+    assert "Intel Xeon, AVX2 | 0012 |" in ledger.claims_text(folder)
     assert sorted(p.name for p in folder.iterdir()) == [
         "cells.csv", "claims.csv", "runs.csv", "schema_version.txt"]
     assert ledger.claims_text(folder) == ledger.claims_text(path)
@@ -257,6 +267,12 @@ def test_the_report_sets_the_run_beside_the_ledger_s_earlier_runs(tmp_path):
     section = text.split("## This run beside the ledger's earlier runs")[1]
     line = next(l for l in section.splitlines() if l.startswith("| tf_sync_vs_pytorch_sync |"))
     assert "| 2 (2 machine class(es)) |" in line and line.count("2.6") >= 2, line
+    # earlier runs whose claims are points (one repeat): said so, not "no earlier run"
+    db = sqlite3.connect(str(path))
+    db.execute("UPDATE claims SET low = value, high = value")
+    db.commit()
+    text = report.build(tmp_path / "c", quiet=True)["report"].read_text()
+    assert "each as a point (one repeat and no interval check)" in text
 
 
 def test_a_ledger_that_cannot_be_written_leaves_the_report_and_says_how_to_add_later(tmp_path,

@@ -332,9 +332,9 @@ def test_each_cell_runs_under_its_own_stack_in_a_run_of_two():
 
 
 def test_help_after_a_task_with_a_required_option_says_where_the_help_is():
-    import tasks
     """`invoke ledger.import --help`: Invoke hands --help to the required option; the task
     says so and names `invoke --help ledger.import` instead of looking for a file --help."""
+    import tasks
     with pytest.raises(UserError) as refused:
         tasks._refuse_help_as_value({"archive": "--help", "digest": None}, "ledger_import",
                                     "import")

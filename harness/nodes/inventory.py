@@ -161,25 +161,35 @@ def for_collect(name_or_path, manifest):
 
 
 def recorded(manifest):
-    """The inventory the run was made with, as it named it, where that file is still there."""
-    found = manifest.get("inventory") or {}
-    for path in (found.get("path"), found.get("name") and INVENTORIES / (found["name"] + ".yml")):
-        if path and Path(path).is_file():
-            return str(path)
-    return None
+    """The inventory file the run was made with, where it is still there; one of the
+    repository's inventory/ made in another checkout is this checkout's file of that name."""
+    path = (manifest.get("inventory") or {}).get("path")
+    if not path:
+        return None
+    if Path(path).is_file():
+        return str(path)
+    here = INVENTORIES / Path(path).name
+    return str(here) if Path(path).parent.name == INVENTORIES.name and here.is_file() else None
 
 
-def check_has_run_nodes(nodes, statuses, run_name, manifest):
-    """Refuse to collect with an inventory that lacks a node the run's processes ran on."""
-    have = {n.name for n in nodes}
+def check_has_run_nodes(inventory, statuses, run_name, manifest):
+    """Refuse to collect with an inventory that lacks a node the run's processes ran on,
+    before any node is reached."""
+    have = {h.name for h in inventory.hosts}
     used = {p["node"] for s in statuses for p in s.get("processes") or []}
     missing = sorted(used - have)
-    if missing:
-        made_with = (manifest.get("inventory") or {}).get("name") or "another inventory"
-        raise UserError("run %s ran processes on %s, which this inventory (%s) does not have"
-                        % (run_name, ", ".join(missing), ", ".join(sorted(have))),
-                        "collect it with the inventory it ran on: `invoke collect --run %s "
-                        "--inventory %s`" % (run_name, made_with))
+    if not missing:
+        return
+    made_with = (manifest.get("inventory") or {}).get("name")
+    cause = "run %s ran processes on %s, which inventory %s (%s) does not have" % (
+        run_name, ", ".join(missing), inventory.name, ", ".join(sorted(have)))
+    if made_with and made_with != inventory.name:
+        raise UserError(cause, "collect it with the inventory it ran on: `invoke collect "
+                               "--run %s --inventory %s`" % (run_name, made_with))
+    raise UserError(cause + " (its nodes have changed since the run: a new Slurm allocation, "
+                    "an edited file)", "collect it with an inventory that names the run's "
+                    "nodes; a Slurm batch run: outside any allocation, from the shared "
+                    "filesystem (`invoke collect --inventory slurm --run %s`)" % run_name)
 
 
 def size_local(raw_hosts, cpus):

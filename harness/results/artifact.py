@@ -127,6 +127,9 @@ def import_run(path, results, ledger, digest=None):
     path = Path(path)
     if not path.is_file():
         raise UserError("no archive %s" % path, "give the path of an `invoke artifact` archive")
+    if Path(ledger).is_dir():
+        raise UserError("%s is a ledger's text export, which is read, not added to" % ledger,
+                        "import into a .sqlite ledger, then `invoke ledger.export`")
     found = _sha256(path.read_bytes())
     if digest and found != digest.strip().lower():
         raise UserError("%s has sha256 %s, not the %s given: it is not the archive published"
