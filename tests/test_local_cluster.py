@@ -577,7 +577,11 @@ def test_a_program_busy_on_a_node_from_before_the_run_is_load_not_slow_hardware(
     assert "%s: other programs" % busy.name in probe_line and \
         "that is load, not the hardware's speed" in probe_line, probe_line
     assert "emulated" not in probe_line and "reused" not in probe_line, probe_line
-    assert "running it once more, was disturbed (%s: other programs" % busy.name in out, out
+    # the busy node is named in the reason; the other may be too, where the host's own steal
+    # reaches the bound on it (seen at 11-13% on a shared VM host)
+    again = next(line for line in out.splitlines()
+                 if "running it once more, was disturbed (" in line)
+    assert "%s: other programs" % busy.name in again, out
     (cell,) = [p.parent for p in (tmp_path / "busy").glob("*/status.json")]
     first = json.loads((tmp_path / "busy" / ".attempts" / (cell.name + ".1") / busy.name /
                         ("worker-%d" % (NODES - 1)) / "result.json").read_text())["interference"]
