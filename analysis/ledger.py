@@ -62,9 +62,7 @@ def add(run_path, ledger_path, source=None, again=False):
     or with `again` (the run analysed anew from its own folder: resumed, or read by a newer
     analysis) its earlier rows replaced, (run key, "replaced"). A run is never counted twice."""
     run_path = Path(run_path)
-    if Path(ledger_path).is_dir():
-        raise UserError("%s is a ledger's text export, which is read, not added to"
-                        % ledger_path, "add to a .sqlite ledger, then `invoke ledger.export`")
+    refuse_export(ledger_path)
     manifest = RunFolder(run_path).manifest()
     key = schema.run_key(manifest)
     db = connect(ledger_path)
@@ -90,6 +88,13 @@ def _insert(db, key, run_path, manifest, source):
                        cell_rows(key, stack, folder))
         db.executemany("INSERT INTO claims VALUES (%s)" % ",".join("?" * 11),
                        claim_rows(key, stack, folder))
+
+
+def refuse_export(ledger_path):
+    """A text export (a folder) is read as a ledger, never written to."""
+    if Path(ledger_path).is_dir():
+        raise UserError("%s is a ledger's text export, which is read, not added to"
+                        % ledger_path, "add to a .sqlite ledger, then `invoke ledger.export`")
 
 
 def known(ledger_path, key):
@@ -294,6 +299,11 @@ def _positive(*values):
     return all(v is not None and v == v and v > 0 for v in values)
 
 
+def _points_only(rows):
+    """Whether rows that pooled() left with nothing had measured ratios (points, low = high)."""
+    return any(_positive(r["value"], r["low"], r["high"]) for r in rows)
+
+
 def _has_interval(row):
     """A measured ratio with an interval of some width: a run of one repeat and no interval
     check gives a point (low = high), whose zero variance would outweigh every other run."""
@@ -327,8 +337,7 @@ def claims_table(ledger_path, chosen=None):
             kept = part[~part.verdict.fillna("").str.startswith(NOT_POOLED)]
             found = pooled(kept.to_dict("records"))
             if found is None:
-                if any(_positive(r["value"], r["low"], r["high"])
-                       for r in kept.to_dict("records")):
+                if _points_only(kept.to_dict("records")):
                     out.append(dict(claim=claim, stack=stack, size=size, machine=machine,
                                     paper=first.paper, runs=0, left_out=len(part),
                                     value=None, low=None, high=None, tau2=None, i2=None,
@@ -477,9 +486,9 @@ def beside_blocks(ledger_path, rows, manifest):
     for row in rows:
         mine = earlier[earlier["claim"] == row["id"]] if not earlier.empty else earlier
         kept = mine[~mine.verdict.fillna("").str.startswith(NOT_POOLED)] if len(mine) else mine
-        found = pooled(kept.to_dict("records")) if len(kept) else None
-        points += not found and any(_positive(r["value"], r["low"], r["high"])
-                                    for r in kept.to_dict("records"))
+        records = kept.to_dict("records")
+        found = pooled(records) if records else None
+        points += not found and _points_only(records)
         if found:
             table.append([row["id"], _ratio(row.get("measured"), row.get("low"), row.get("high")),
                           "%d (%d machine class(es))" % (found["runs"],

@@ -83,14 +83,8 @@ def verify(path):
     path = Path(path)
     if not path.is_file():
         raise UserError("no archive %s" % path, "give the path `invoke artifact` printed")
-    _whole_stream(path)
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            with tarfile.open(str(path), "r:gz") as tar:
-                _safe_extract(tar, Path(tmp))
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise UserError("%s is not a readable artifact (%s)" % (path, exc),
-                            "make it again with `invoke artifact --run RUN`")
+        _extract(path, Path(tmp))
         (run,) = [p for p in Path(tmp).iterdir() if p.is_dir()]
         bad = check_sums(run)
         if bad:
@@ -127,9 +121,7 @@ def import_run(path, results, ledger, digest=None):
     path = Path(path)
     if not path.is_file():
         raise UserError("no archive %s" % path, "give the path of an `invoke artifact` archive")
-    if Path(ledger).is_dir():
-        raise UserError("%s is a ledger's text export, which is read, not added to" % ledger,
-                        "import into a .sqlite ledger, then `invoke ledger.export`")
+    ledgers.refuse_export(ledger)  # before anything is unpacked
     found = _sha256(path.read_bytes())
     if digest and found != digest.strip().lower():
         raise UserError("%s has sha256 %s, not the %s given: it is not the archive published"
@@ -175,8 +167,8 @@ def _whole_stream(path):
                         "artifact --run RUN`")
 
 
-def _unpacked(path, into):
-    """The run folder of the archive, unpacked into `into`, its sums checked."""
+def _extract(path, into):
+    """The archive unpacked into `into`, once its whole stream has passed gzip's check."""
     _whole_stream(path)
     try:
         with tarfile.open(str(path), "r:gz") as tar:
@@ -184,6 +176,11 @@ def _unpacked(path, into):
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise UserError("%s is not a readable artifact (%s)" % (path, exc),
                         "fetch it again, or make it again with `invoke artifact --run RUN`")
+
+
+def _unpacked(path, into):
+    """The run folder of the archive, unpacked into `into`, its sums checked."""
+    _extract(path, into)
     runs = [p for p in into.iterdir() if p.is_dir()]
     if len(runs) != 1 or not (runs[0] / SUMS).is_file():
         raise UserError("%s is not an artifact of one run (no %s)" % (path, SUMS),
